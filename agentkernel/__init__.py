@@ -1,0 +1,33 @@
+"""agentkernel: a bounded agent loop that runs inline in a Jupyter kernel.
+
+``%load_ext agentkernel`` registers the ``%%agent`` magic; the loop itself (:func:`run`) has no Jupyter in it.
+"""
+
+from .guards import GuardConfig, Limits
+from .history import load_transcript, repair_history, validate_history
+from .loop import DEFAULT_SYSTEM_PROMPT, AgentLoop, run
+from .models import Call, Model, ModelError, ScriptedModel, Turn
+from .result import STATUSES, LoopResult, Usage
+from .stop import StopSignal
+from .tools import Tool, ToolCall, tool
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_SYSTEM_PROMPT", "STATUSES", "AgentLoop", "Call", "GuardConfig", "Limits", "LoopResult", "Model",
+    "ModelError", "ScriptedModel", "StopSignal", "Tool", "ToolCall", "Turn", "Usage", "load_transcript",
+    "repair_history", "run", "tool", "validate_history",
+]
+
+
+def load_ipython_extension(ipython):  # noqa: ANN001 - IPython's own signature
+    """Register ``%%agent`` (called by ``%load_ext agentkernel``); the Jupyter part is imported only here."""
+    from .jupyter import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython):  # noqa: ANN001
+    from .jupyter import unload_ipython_extension as unload
+
+    unload(ipython)

@@ -1,0 +1,57 @@
+"""What the loop tells its listeners (the notebook panel, a CLI, a test) while it runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .models.base import TextDelta
+from .result import LoopResult, Usage
+from .tools import ToolCall
+
+
+@dataclass
+class RunStarted:
+    run_id: str
+    model: str
+
+
+@dataclass
+class RoundStarted:
+    round: int
+
+
+@dataclass
+class MessageDone:
+    """The assistant finished a message (the full text of what was streamed as :class:`TextDelta`)."""
+
+    text: str
+
+
+@dataclass
+class ToolCallStarted:
+    call: ToolCall
+
+
+@dataclass
+class ToolCallFinished:
+    """A call has its outcome (``call.status``: ok, error, denied, aborted or not_run)."""
+
+    call: ToolCall
+
+
+@dataclass
+class UsageUpdated:
+    usage: Usage
+
+
+@dataclass
+class RunFinished:
+    result: LoopResult
+
+
+Event = RunStarted | RoundStarted | TextDelta | MessageDone | ToolCallStarted | ToolCallFinished | UsageUpdated | RunFinished
+
+__all__ = [
+    "Event", "MessageDone", "RoundStarted", "RunFinished", "RunStarted", "TextDelta", "ToolCallFinished",
+    "ToolCallStarted", "UsageUpdated",
+]

@@ -1,0 +1,162 @@
+"""What stops a run that is not finished: the repeated-call, no-progress and tool-failure guards, and budgets.
+
+Each guard is a small object fed one fact at a time; each check costs O(1) per call (the no-progress window is
+a fixed small size), so the loop's per-round overhead does not grow with the length of the run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from dataclasses import dataclass
+
+
+@dataclass
+class GuardConfig:
+    """Guard thresholds. ``None`` or ``0`` switches a guard off."""
+
+    repeat_limit: int | None = 3
+    """Stop when one (tool, normalized arguments, output) signature has occurred this many times."""
+    stuck_window: int | None = 8
+    """Stop when the last this-many calls repeat with a period of 1-3 on (tool, normalized arguments)."""
+    max_stale_turns: int | None = 3
+    """Stop after this many model turns in a row that are empty or identical to the turn before."""
+    max_consecutive_failures: int | None = 3
+    """Stop after this many rounds in a row in which every tool call failed."""
+
+
+@dataclass
+class Limits:
+    """Optional budgets, all off (``None``) by default."""
+
+    max_iterations: int | None = None
+    max_tokens: int | None = None
+    max_seconds: float | None = None
+    max_tool_calls: int | None = None
+
+
+@dataclass(frozen=True)
+class Trip:
+    """A guard or budget decision to stop: the status and one readable sentence of why."""
+
+    status: str
+    detail: str
+
+
+def normalize_arguments(arguments: str) -> str:
+    """The arguments JSON re-serialized with keys sorted at every depth; not-JSON text is returned stripped."""
+    try:
+        value = json.loads(arguments) if arguments.strip() else {}
+    except (json.JSONDecodeError, AttributeError):
+        return str(arguments).strip()
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(", ", ": "))
+
+
+def short(text: str, width: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+class RepeatedCallGuard:
+    """Counts full (name, normalized arguments, output) signatures; no hashing shortcut, so no collisions."""
+
+    def __init__(self, limit: int | None):
+        self.limit = limit or 0
+        self.counts: dict[tuple[str, str, str], int] = {}
+
+    def record(self, name: str, arguments: str, output: str) -> Trip | None:
+        if not self.limit:
+            return None
+        normalized = normalize_arguments(arguments)
+        key = (name, normalized, output)
+        self.counts[key] = count = self.counts.get(key, 0) + 1
+        if count >= self.limit:
+            return Trip(
+                "repeated_tool_call",
+                f"{name} {short(normalized)} returned the same output {count} times",
+            )
+        return None
+
+
+class NoProgressGuard:
+    """Detects grinding: a call cycle of period 1-3 filling the window, or stale model turns."""
+
+    def __init__(self, window: int | None, max_stale_turns: int | None):
+        self.window = window or 0
+        self.recent: deque[tuple[str, str]] = deque(maxlen=max(self.window, 1))
+        self.max_stale = max_stale_turns or 0
+        self.stale = 0
+        self.last_turn: tuple | None = None
+
+    def record_call(self, name: str, arguments: str) -> Trip | None:
+        if not self.window:
+            return None
+        self.recent.append((name, normalize_arguments(arguments)))
+        if len(self.recent) < self.window:
+            return None
+        calls = list(self.recent)
+        for period in (1, 2, 3):
+            if period < self.window and all(calls[i] == calls[i - period] for i in range(period, self.window)):
+                cycle = ", ".join(f"{n} {short(a, 40)}" for n, a in calls[:period])
+                return Trip(
+                    "no_progress",
+                    f"the last {self.window} tool calls repeat a cycle of {period}: {cycle}",
+                )
+        return None
+
+    def record_turn(self, text: str, calls: list[tuple[str, str]]) -> Trip | None:
+        if not self.max_stale:
+            return None
+        turn = (text.strip(), tuple((name, normalize_arguments(args)) for name, args in calls))
+        empty = not turn[0] and not turn[1]
+        self.stale = self.stale + 1 if empty or turn == self.last_turn else 0
+        self.last_turn = turn
+        if self.stale >= self.max_stale:
+            return Trip("no_progress", f"{self.stale} model turns in a row were empty or repeated the one before")
+        return None
+
+
+class FailureGuard:
+    """Counts rounds in a row in which every tool call failed."""
+
+    def __init__(self, limit: int | None):
+        self.limit = limit or 0
+        self.failed_rounds = 0
+
+    def record_round(self, failures: int, calls: int) -> Trip | None:
+        if not self.limit or not calls:
+            return None
+        self.failed_rounds = self.failed_rounds + 1 if failures == calls else 0
+        if self.failed_rounds >= self.limit:
+            return Trip("tool_failure", f"every tool call failed in {self.failed_rounds} rounds in a row")
+        return None
+
+
+class Budget:
+    """Checks :class:`Limits` against what a run has used so far."""
+
+    def __init__(self, limits: Limits):
+        self.limits = limits
+
+    def before_request(self, rounds: int, tokens: int) -> Trip | None:
+        limits = self.limits
+        if limits.max_iterations and rounds >= limits.max_iterations:
+            return Trip("hit_iteration_cap", f"used all {limits.max_iterations} model requests")
+        return self.after_response(tokens)
+
+    def after_response(self, tokens: int) -> Trip | None:
+        if self.limits.max_tokens and tokens >= self.limits.max_tokens:
+            return Trip("hit_token_cap", f"used {tokens} tokens of a budget of {self.limits.max_tokens}")
+        return None
+
+    def tool_calls_left(self, used: int) -> int | None:
+        """How many more tool calls may run, or ``None`` for no limit."""
+        if not self.limits.max_tool_calls:
+            return None
+        return max(self.limits.max_tool_calls - used, 0)
+
+    def wall_clock_trip(self) -> Trip:
+        return Trip("hit_wall_clock", f"ran out of its {self.limits.max_seconds:g} s of wall clock")
+
+    def tool_call_trip(self) -> Trip:
+        return Trip("hit_tool_call_cap", f"used all {self.limits.max_tool_calls} tool calls")

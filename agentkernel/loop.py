@@ -1,0 +1,277 @@
+"""The sampling loop: request -> tool calls -> outputs -> checks -> next round.
+
+There is no round cap. A run ends when a round has no tool calls, the user stops it, the model fails, or a
+guard or budget in :mod:`agentkernel.guards` trips. Whatever the ending, every committed ``function_call`` has
+its ``function_call_output`` in the history before the run returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from . import history as h
+from .events import (
+    Event, MessageDone, RoundStarted, RunFinished, RunStarted, ToolCallFinished, ToolCallStarted, UsageUpdated,
+)
+from .guards import Budget, FailureGuard, GuardConfig, Limits, NoProgressGuard, RepeatedCallGuard, Trip
+from .models.base import FunctionCallEvent, Model, ModelError, ModelRequest, TextDelta, UsageEvent
+from .result import LoopResult, Usage, summarize
+from .stop import StopSignal
+from .tools import Approver, Tool, ToolCall, as_registry, run_round
+
+DEFAULT_SYSTEM_PROMPT = """\
+You are an assistant working inside a bounded tool-use loop in a Jupyter notebook.
+Each tool call costs time and budget, and the loop stops if you repeat a call that already gave you its answer.
+Choose few, well-aimed calls; read what a tool returns before calling again; answer as soon as you can.
+If you cannot finish, say what you found so far and what you would still need."""
+
+ABORTED_OUTPUT = "aborted: the run was stopped before this call finished"
+
+
+class _Stopped(Exception):
+    """Raised inside the loop when the stop signal or the wall clock cuts a model request or a tool round."""
+
+    def __init__(self, trip: Trip):
+        self.trip = trip
+
+
+class AgentLoop:
+    """One run of the loop; :func:`run` is the usual way in.
+
+    The object keeps its state (``history``, ``usage``, ``result``) so that a caller whose task is cancelled
+    can still read what the run committed.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        system: str | None = None,
+        history: Iterable[h.Item] | None = None,
+        limits: Limits | None = None,
+        guards: GuardConfig | None = None,
+        stop: StopSignal | None = None,
+        on_event: Callable[[Event], None] | None = None,
+        approve: Approver | None = None,
+        transcript: str | os.PathLike[str] | bool = True,
+    ):
+        self.model = model
+        self.tools = as_registry(tools)
+        self.system = DEFAULT_SYSTEM_PROMPT if system is None else system
+        self.history: list[h.Item] = h.repair_history(history or [])
+        self.limits = limits or Limits()
+        guards = guards or GuardConfig()
+        self.repeats = RepeatedCallGuard(guards.repeat_limit)
+        self.no_progress = NoProgressGuard(guards.stuck_window, guards.max_stale_turns)
+        self.failures = FailureGuard(guards.max_consecutive_failures)
+        self.budget = Budget(self.limits)
+        self.stop = stop or StopSignal()
+        self.on_event = on_event
+        self.approve = approve
+        self.run_id = uuid.uuid4().hex[:12]
+        self.usage = Usage()
+        self.rounds = 0
+        self.tool_calls = 0
+        self.findings: list[dict[str, Any]] = []
+        self.last_text: str | None = None
+        self.result: LoopResult | None = None
+        self.deadline: float | None = None
+        if transcript is True:
+            transcript = h.transcript_dir() / f"{time.strftime('%Y%m%d-%H%M%S')}-{self.run_id}.jsonl"
+        self.transcript = h.Transcript(transcript) if transcript else None
+
+    # -- the loop -------------------------------------------------------------------------------------------
+
+    async def run(self, prompt: str | None = None) -> LoopResult:
+        """Run until an ending; ``prompt`` (if given) is appended as the next user message."""
+        if self.limits.max_seconds:
+            self.deadline = time.monotonic() + self.limits.max_seconds
+        self.emit(RunStarted(self.run_id, getattr(self.model, "name", type(self.model).__name__)))
+        if self.transcript:
+            self.transcript.write({"event": "start", "run_id": self.run_id, "system": self.system})
+            for item in self.history:
+                self.transcript.item(item)
+        if prompt:
+            self.commit(h.user_message(prompt))
+        try:
+            trip = await self._rounds()
+        except asyncio.CancelledError:
+            self._finish(Trip("aborted", "the run was cancelled"))
+            raise
+        return self._finish(trip)
+
+    async def _rounds(self) -> Trip:
+        while True:
+            if self.stop.is_set():
+                return Trip("aborted", self.stop.reason)
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                return self.budget.wall_clock_trip()
+            if trip := self.budget.before_request(self.rounds, self.usage.total_tokens):
+                return trip
+            self.rounds += 1
+            self.emit(RoundStarted(self.rounds))
+
+            text: list[str] = []
+            calls: list[ToolCall] = []
+            try:
+                await self._race(self._sample(text, calls))
+            except _Stopped as stopped:
+                self._commit_text("".join(text))  # what streamed so far; half-made calls are dropped
+                return stopped.trip
+            except ModelError as e:
+                return Trip("fatal_error", str(e) or type(e).__name__)
+            self._commit_text("".join(text))
+            for call in calls:
+                self.commit(h.function_call(call.call_id, call.name, call.arguments))
+
+            trip = self.budget.after_response(self.usage.total_tokens) or self.no_progress.record_turn(
+                "".join(text), [(c.name, c.arguments) for c in calls]
+            )
+            if trip:
+                self._commit_outputs(calls, f"not run: the loop stopped ({trip.status.upper()})")
+                return trip
+            if not calls:
+                if "".join(text).strip():
+                    return Trip("complete", "")
+                continue  # an empty turn: ask again (the no-progress guard bounds this)
+
+            if trip := await self._run_tools(calls):
+                return trip
+
+    async def _sample(self, text: list[str], calls: list[ToolCall]) -> None:
+        request = ModelRequest(self.system, self.history, [t.schema() for t in self.tools.values()])
+        stream = self.model.stream(request)
+        async with _closing(stream):
+            async for event in stream:
+                if isinstance(event, TextDelta):
+                    text.append(event.text)
+                    self.emit(event)
+                elif isinstance(event, FunctionCallEvent):
+                    calls.append(ToolCall(event.call_id, event.name, event.arguments))
+                elif isinstance(event, UsageEvent):
+                    self.usage.input_tokens += event.input_tokens
+                    self.usage.output_tokens += event.output_tokens
+                    self.emit(UsageUpdated(self.usage))
+        self.usage.requests += 1
+
+    async def _run_tools(self, calls: list[ToolCall]) -> Trip | None:
+        left = self.budget.tool_calls_left(self.tool_calls)
+        runnable = calls if left is None else calls[:left]
+        for call in calls[len(runnable):]:
+            call.status, call.output = "not_run", "not run: tool-call budget exhausted"
+        self.tool_calls += len(runnable)
+        try:
+            await self._race(run_round(runnable, self.tools, self.approve,
+                                       lambda c: self.emit(ToolCallStarted(c)),
+                                       lambda c: self.emit(ToolCallFinished(c))))
+        except _Stopped as stopped:
+            self._commit_outputs(calls, ABORTED_OUTPUT)
+            return stopped.trip
+        self._commit_outputs(calls, ABORTED_OUTPUT)
+
+        trip = None
+        for call in runnable:
+            trip = (trip or self.repeats.record(call.name, call.arguments, call.output)
+                    or self.no_progress.record_call(call.name, call.arguments))
+        trip = trip or self.failures.record_round(sum(c.failed for c in runnable), len(runnable))
+        if trip is None and len(runnable) < len(calls):
+            trip = self.budget.tool_call_trip()
+        return trip
+
+    async def _race(self, work: Awaitable[None]) -> None:
+        """Await ``work`` unless the stop signal or the deadline comes first; then cancel it and raise _Stopped."""
+        task = asyncio.ensure_future(work)
+        stopper = asyncio.ensure_future(self.stop.wait())
+        timeout = None if self.deadline is None else max(self.deadline - time.monotonic(), 0)
+        try:
+            await asyncio.wait({task, stopper}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+            if not task.done():
+                task.cancel()
+        if not task.cancelled() and task.done():
+            return task.result()
+        # Let the cancelled stream close its connection (so the server sees the disconnect); tools running in
+        # threads are abandoned at once.
+        await asyncio.wait({task}, timeout=1.0)
+        raise _Stopped(Trip("aborted", self.stop.reason) if self.stop.is_set() else self.budget.wall_clock_trip())
+
+    # -- committing ------------------------------------------------------------------------------------------
+
+    def commit(self, item: h.Item) -> None:
+        self.history.append(item)
+        if self.transcript:
+            self.transcript.item(item)
+
+    def _commit_text(self, text: str) -> None:
+        if text:
+            self.commit(h.assistant_message(text))
+            self.last_text = text
+            self.emit(MessageDone(text))
+
+    def _commit_outputs(self, calls: list[ToolCall], unfinished: str) -> None:
+        """Append every call's output in request order, synthesizing one for calls that never finished."""
+        for call in calls:
+            if call.status is None:
+                call.status, call.output, call.synthetic = "aborted", unfinished, True
+                if call.started:
+                    call.duration = time.monotonic() - call.started
+                self.emit(ToolCallFinished(call))
+            self.commit(h.function_call_output(call.call_id, call.output, synthetic=call.synthetic))
+            if call.status == "ok":
+                self.findings.append({"tool": call.name, "arguments": call.arguments, "output": call.output})
+
+    def _finish(self, trip: Trip) -> LoopResult:
+        self.history = h.repair_history(self.history)  # a no-op unless the task was cancelled mid-commit
+        result = LoopResult(
+            status=trip.status,
+            answer=self.last_text,
+            history=self.history,
+            usage=self.usage,
+            rounds=self.rounds,
+            tool_calls=self.tool_calls,
+            partial_findings=self.findings,
+            requires_human=trip.status != "complete",
+            summary=summarize(trip.status, trip.detail, self.rounds, self.tool_calls),
+            detail=trip.detail,
+            run_id=self.run_id,
+            transcript=str(self.transcript.path) if self.transcript else None,
+        )
+        if self.transcript:
+            self.transcript.write({"event": "finish", "status": result.status, "detail": result.detail})
+            self.transcript.close()
+        self.result = result
+        self.emit(RunFinished(result))
+        return result
+
+    def emit(self, event: Event) -> None:
+        if self.on_event is not None:
+            self.on_event(event)
+
+
+@contextlib.asynccontextmanager
+async def _closing(stream: Any):
+    """Close an async generator stream on every exit, so an aborted HTTP stream is disconnected."""
+    try:
+        yield stream
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+async def run(prompt: str | None, *, model: Model, **options: Any) -> LoopResult:
+    """Run the agent loop on ``prompt`` and return a :class:`LoopResult`; never raises for a guard, budget or abort.
+
+    Options are those of :class:`AgentLoop`: ``tools``, ``system``, ``history``, ``limits``, ``guards``,
+    ``stop``, ``on_event``, ``approve``, ``transcript``.
+    """
+    return await AgentLoop(model, **options).run(prompt)

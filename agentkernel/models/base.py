@@ -1,0 +1,66 @@
+"""The one model interface: a request in, an async stream of events out."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from ..history import Item
+
+
+@dataclass
+class ModelRequest:
+    """What the loop asks a model: the system prompt, the history so far, and the tools' schemas."""
+
+    system: str
+    history: list[Item]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class TextDelta:
+    """A piece of the assistant's text, as it streams in."""
+
+    text: str
+
+
+@dataclass
+class FunctionCallEvent:
+    """A complete function call requested by the model."""
+
+    call_id: str
+    name: str
+    arguments: str
+
+
+@dataclass
+class UsageEvent:
+    """Token usage as reported by the API for one response."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+ModelEvent = TextDelta | FunctionCallEvent | UsageEvent
+
+
+class ModelError(Exception):
+    """The model could not answer (the API failed after retries, refused auth, or the stream broke).
+
+    The loop turns it into the ``fatal_error`` status; the message is shown to the user, so it must never
+    contain an API key.
+    """
+
+
+@runtime_checkable
+class Model(Protocol):
+    """Anything with a ``name`` and a ``stream(request)`` async generator of :data:`ModelEvent`."""
+
+    name: str
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]: ...

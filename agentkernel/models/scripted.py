@@ -1,0 +1,96 @@
+"""A deterministic model for tests and teaching: no key, no network."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .base import FunctionCallEvent, ModelError, ModelEvent, ModelRequest, TextDelta, UsageEvent
+
+
+@dataclass
+class Call:
+    """A tool call in a scripted turn. ``arguments`` may be a dict (serialized as given) or a raw string."""
+
+    name: str
+    arguments: dict[str, Any] | str = field(default_factory=dict)
+    call_id: str | None = None
+
+
+@dataclass
+class Turn:
+    """One scripted model response: some text and/or tool calls, streamed with an optional delay per chunk."""
+
+    text: str = ""
+    calls: list[Call] = field(default_factory=list)
+    delay: float = 0.0
+    error: str | None = None
+    """If set, the model fails with this message (a ``ModelError``) instead of answering."""
+
+
+TurnLike = Turn | str | Call | list[Call] | dict[str, Any]
+Script = Sequence[TurnLike] | Callable[[ModelRequest], TurnLike]
+
+
+def as_turn(value: TurnLike) -> Turn:
+    """Accept the short forms: a string is a final answer, a Call or list of Calls is a tool round."""
+    if isinstance(value, Turn):
+        return value
+    if isinstance(value, str):
+        return Turn(text=value)
+    if isinstance(value, Call):
+        return Turn(calls=[value])
+    if isinstance(value, list):
+        return Turn(calls=list(value))
+    if isinstance(value, dict):
+        calls = [c if isinstance(c, Call) else Call(**c) for c in value.get("calls", [])]
+        return Turn(text=value.get("text", ""), calls=calls, delay=value.get("delay", 0.0),
+                    error=value.get("error"))
+    raise TypeError(f"cannot make a scripted turn from {type(value).__name__}")
+
+
+class ScriptedModel:
+    """Plays turns from a list (one per request) or from a function of the request.
+
+    ``ScriptedModel(["Hello!"])`` answers once; ``ScriptedModel(lambda req: ...)`` decides from the history.
+    Text is streamed word by word, waiting ``delay`` seconds (the turn's, else the model's) between chunks,
+    so a slow run can be stopped mid-stream. Usage is counted as one token per word.
+    """
+
+    def __init__(self, script: Script, *, name: str = "scripted", delay: float = 0.0):
+        self.script = script
+        self.name = name
+        self.delay = delay
+        self.requests = 0
+
+    def next_turn(self, request: ModelRequest) -> Turn:
+        index = self.requests
+        self.requests += 1
+        if callable(self.script):
+            return as_turn(self.script(request))
+        if index >= len(self.script):
+            raise ModelError(f"the scripted model has no turn {index + 1} (it holds {len(self.script)})")
+        return as_turn(self.script[index])
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        turn = self.next_turn(request)
+        delay = turn.delay or self.delay
+        if turn.error:
+            raise ModelError(turn.error)
+        words = turn.text.split(" ") if turn.text else []
+        for i, word in enumerate(words):
+            if delay:
+                await asyncio.sleep(delay)
+            yield TextDelta(word if i == 0 else " " + word)
+        for i, call in enumerate(turn.calls):
+            if delay:
+                await asyncio.sleep(delay)
+            arguments = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+            call_id = call.call_id or f"call_{self.requests}_{i + 1}"
+            yield FunctionCallEvent(call_id=call_id, name=call.name, arguments=arguments)
+        prompt_words = sum(len(str(item.get("content") or item.get("output") or "").split())
+                           for item in request.history[-4:])
+        yield UsageEvent(input_tokens=prompt_words, output_tokens=len(words) + 10 * len(turn.calls))
