@@ -1,0 +1,21 @@
+"""The notebook front end: the ``%%agent`` magic, its panel, and its errors. Imported only by ``%load_ext``."""
+
+from __future__ import annotations
+
+from .errors import STOP_ERRORS, AgentConfigError, AgentError, AgentStop
+from .magics import AgentMagics
+from .transform import rewrite_agent_cell
+
+__all__ = ["STOP_ERRORS", "AgentConfigError", "AgentError", "AgentMagics", "AgentStop", "load_ipython_extension",
+           "unload_ipython_extension"]
+
+
+def load_ipython_extension(ipython) -> None:  # noqa: ANN001
+    ipython.register_magics(AgentMagics)
+    if rewrite_agent_cell not in ipython.input_transformers_cleanup:
+        ipython.input_transformers_cleanup.insert(0, rewrite_agent_cell)
+
+
+def unload_ipython_extension(ipython) -> None:  # noqa: ANN001
+    if rewrite_agent_cell in ipython.input_transformers_cleanup:
+        ipython.input_transformers_cleanup.remove(rewrite_agent_cell)

@@ -1,0 +1,73 @@
+"""The errors a ``%%agent`` cell ends with: one class per stop, shown without internal stack frames."""
+
+from __future__ import annotations
+
+from ..result import LoopResult
+
+
+class AgentError(Exception):
+    """Base of the errors a cell shows; IPython renders ``_render_traceback_`` instead of a stack trace."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"\x1b[0;31m{type(self).__name__}\x1b[0m: {self}"]
+
+
+class AgentConfigError(AgentError):
+    """The cell cannot run as configured (no model, unknown tool, bad value); the message says how to fix it."""
+
+
+class AgentStop(AgentError):
+    """A run stopped by a guard, a budget or a model failure. The message begins with the status code."""
+
+    def __init__(self, result: LoopResult):
+        super().__init__(result.message)
+        self.result = result
+
+    def _render_traceback_(self) -> list[str]:
+        lines = super()._render_traceback_()
+        lines.append(f"{self.result.summary} The partial result is in _agent.")
+        return lines
+
+
+class RepeatedToolCall(AgentStop):
+    """The same tool call with the same arguments returned the same output too many times."""
+
+
+class NoProgress(AgentStop):
+    """The model cycled between the same calls or repeated empty or identical turns."""
+
+
+class ToolFailure(AgentStop):
+    """Every tool call failed for several rounds in a row."""
+
+
+class FatalError(AgentStop):
+    """The model API failed (after retries), refused the key, or broke its stream."""
+
+
+class HitIterationCap(AgentStop):
+    """The run used all its model requests (``--max-iterations``)."""
+
+
+class HitTokenCap(AgentStop):
+    """The run used its token budget (``--max-tokens``)."""
+
+
+class HitWallClock(AgentStop):
+    """The run used its wall-clock budget (``--max-seconds``)."""
+
+
+class HitToolCallCap(AgentStop):
+    """The run used its tool-call budget (``--max-tool-calls``)."""
+
+
+STOP_ERRORS: dict[str, type[AgentStop]] = {
+    "repeated_tool_call": RepeatedToolCall,
+    "no_progress": NoProgress,
+    "tool_failure": ToolFailure,
+    "fatal_error": FatalError,
+    "hit_iteration_cap": HitIterationCap,
+    "hit_token_cap": HitTokenCap,
+    "hit_wall_clock": HitWallClock,
+    "hit_tool_call_cap": HitToolCallCap,
+}

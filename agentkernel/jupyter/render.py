@@ -1,0 +1,103 @@
+"""The static rendering of a run: HTML ``<details>`` sections and a plain-text transcript.
+
+This is what a saved notebook shows where widgets do not render (GitHub, nbviewer, nbconvert), and what nbval
+compares. Both forms are deterministic: no timings, run ids, call ids or absolute paths.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass, field
+
+from ..events import Event, MessageDone, ToolCallFinished, ToolCallStarted
+from ..result import LoopResult
+from ..tools import ToolCall
+
+TEXT_OUTPUT_CHARS = 600
+HTML_OUTPUT_CHARS = 4000
+
+
+@dataclass
+class RunRecord:
+    """What a run showed, in order: assistant messages (str) and tool calls (filled in as they finish)."""
+
+    entries: list[str | ToolCall] = field(default_factory=list)
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, MessageDone):
+            self.entries.append(event.text)
+        elif isinstance(event, ToolCallStarted):
+            self.entries.append(event.call)
+        elif isinstance(event, ToolCallFinished) and event.call not in self.entries:
+            self.entries.append(event.call)  # a call that never started (budget, abort) still gets its line
+
+
+def short_arguments(arguments: str, width: int = 70) -> str:
+    """``path="a.txt", limit=20`` from a call's JSON arguments, cut to ``width``."""
+    try:
+        value = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError:
+        value = None
+    if isinstance(value, dict):
+        text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in value.items())
+    else:
+        text = arguments.strip()
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def pretty_arguments(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+    except (json.JSONDecodeError, TypeError):
+        return arguments
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was in full."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n… ({len(text):,} characters in all)"
+
+
+def headline(result: LoopResult) -> str:
+    return (f"agent: {result.status} · {result.rounds} round{'s' * (result.rounds != 1)} · "
+            f"{result.tool_calls} tool call{'s' * (result.tool_calls != 1)} · {result.usage.total_tokens} tokens")
+
+
+def call_title(call: ToolCall) -> str:
+    return f"{call.name}({short_arguments(call.arguments)}) · {call.status or 'running'}"
+
+
+def render_text(result: LoopResult, record: RunRecord) -> str:
+    """The plain-text transcript of a run."""
+    lines = [headline(result)]
+    for entry in record.entries:
+        if isinstance(entry, str):
+            lines.append(entry.strip())
+        else:
+            lines.append(f"▸ {call_title(entry)}")
+            lines.extend(f"  │ {line}" for line in cut(entry.output, TEXT_OUTPUT_CHARS).splitlines())
+    if result.status != "complete":
+        lines.append(result.message)
+    return "\n".join(lines)
+
+
+def render_html(result: LoopResult, record: RunRecord) -> str:
+    """The run as HTML: a headline, the messages, and one collapsed ``<details>`` per tool call."""
+    esc = html.escape
+    parts = [f'<div class="agentkernel-run"><p><b>{esc(headline(result))}</b></p>']
+    for entry in record.entries:
+        if isinstance(entry, str):
+            parts.append(f'<div style="white-space: pre-wrap">{esc(entry.strip())}</div>')
+        else:
+            parts.append(
+                f"<details><summary><code>{esc(call_title(entry))}</code></summary>"
+                f"<p>arguments</p><pre>{esc(pretty_arguments(entry.arguments))}</pre>"
+                f"<p>output</p><pre>{esc(cut(entry.output, HTML_OUTPUT_CHARS))}</pre></details>"
+            )
+    if result.status != "complete":
+        parts.append(f"<p><b>{esc(result.message)}</b></p>")
+    parts.append("</div>")
+    return "\n".join(parts)

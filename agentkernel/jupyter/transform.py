@@ -1,0 +1,45 @@
+"""The input transformer that turns a ``%%agent`` cell into a top-level ``await``.
+
+IPython cell magics cannot be async, and only an awaiting cell lets ipykernel handle the Stop button's click
+while the cell runs. So before IPython's own transforms see the cell, this one rewrites
+
+    %%agent --max-iterations 5
+    Summarize README.md
+
+into ``await get_ipython().magics_manager.registry['AgentMagics'].run_async('--max-iterations 5', '...')``.
+A one-line ``%agent prompt`` cell is rewritten the same way. With autoawait off nothing is rewritten and the
+magic runs in its worker-thread fallback.
+"""
+
+from __future__ import annotations
+
+import re
+
+from IPython import get_ipython
+
+_CELL = re.compile(r"^%%agent(?:\s+(?P<line>.*))?$")
+_LINE = re.compile(r"^%agent\s+(?P<line>.*\S)$")
+
+
+def rewrite_agent_cell(lines: list[str]) -> list[str]:
+    """IPython ``input_transformers_cleanup`` hook: rewrite ``%%agent`` / one-line ``%agent`` cells."""
+    shell = get_ipython()
+    if shell is None or not shell.autoawait:
+        return lines
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is None:
+        return lines
+    head = lines[first].rstrip("\n")
+    body = "".join(lines[first + 1:])
+    if head.rstrip().endswith("?"):  # %%agent? asks for help: leave it to IPython
+        return lines
+    cell = _CELL.match(head.rstrip())
+    if cell:
+        line, text = cell.group("line") or "", body
+    else:
+        one = _LINE.match(head.rstrip())
+        if not one or body.strip():
+            return lines
+        line, text = one.group("line"), None
+    call = f"get_ipython().magics_manager.registry['AgentMagics'].run_async({line!r}, {text!r})"
+    return [f"await {call}\n"]
