@@ -1,0 +1,306 @@
+"""The built-in read-only tools ``read_file``, ``list_dir`` and ``search_text``, behind one path policy.
+
+Every path a tool receives goes through :class:`PathPolicy`: it is taken relative to the project root (the
+working directory at call time unless configured), its real path (symlinks resolved) must stay under that
+root, and only UTF-8 text files of reasonable size are read. A path starting with ``agentkernel/`` that does
+not exist under the root is read from the installed package instead, so the agent can read its own source::
+
+    from agentkernel.builtins import builtin_tools, read_file
+
+    tools = builtin_tools("path/to/project")    # the three tools bound to that root
+    read_file.fn("agentkernel/builtins.py")     # this file, from any working directory
+
+Paths in outputs and messages are always relative to the root, never absolute, so notebook outputs are the
+same on every machine. Refusals are raised as exceptions; the loop shows their text to the model.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+
+from .tools import Tool, tool
+
+__all__ = [
+    "BUILTIN_TOOL_NAMES", "MAX_FILE_BYTES", "MAX_OUTPUT_CHARS", "PACKAGE_DIR", "PathPolicy", "builtin_tools",
+    "list_dir", "read_file", "search_text",
+]
+
+BUILTIN_TOOL_NAMES = ("read_file", "list_dir", "search_text")
+PACKAGE_DIR = Path(__file__).resolve().parent
+"""The installed ``agentkernel`` package, readable through paths starting with ``agentkernel/``."""
+
+MAX_FILE_BYTES = 1_000_000
+"""Files larger than this are only read in parts (offset/limit) and are skipped by search_text."""
+MAX_OUTPUT_CHARS = 20_000
+"""No tool returns more text than this, so one call cannot flood the model's context."""
+MAX_LIST_ENTRIES = 1000
+MAX_MATCHES = 200
+MAX_MATCH_LINE_CHARS = 300
+SNIFF_BYTES = 8192
+"""A NUL byte among a file's first bytes marks it as binary."""
+SKIPPED_DIRS = ("__pycache__",)
+"""Directories search_text does not enter, besides hidden ones (.git, .venv, ...)."""
+
+
+@dataclass(frozen=True)
+class _Located:
+    """A checked real path and the directory it was admitted under (the root or the package)."""
+
+    path: Path
+    base: Path
+    prefix: str  # "" under the root, "agentkernel/" under the package
+
+    def show(self, path: Path | None = None) -> str:
+        """``path`` (default: the located one) relative to the root, as the model should see it."""
+        relative = (path or self.path).relative_to(self.base).as_posix()
+        if relative == ".":
+            return self.prefix.rstrip("/") or "."
+        return self.prefix + relative
+
+
+class PathPolicy:
+    """Decides which paths the built-in tools may read, and reads them.
+
+    Paths are relative to ``root`` (default: the working directory at the time of each call; an explicit
+    relative root is resolved once, here). Refused: ``..`` or absolute paths that leave the root, symlinks
+    whose target is outside it, paths with NUL bytes, binary files (a NUL byte in the first 8 KiB, or not
+    valid UTF-8), and whole reads of files over ``max_file_bytes``. A relative path starting with
+    ``agentkernel/`` that does not exist under the root is looked up in the installed package, with the
+    same checks against the package directory.
+    """
+
+    def __init__(self, root: str | os.PathLike[str] | None = None, *, max_file_bytes: int = MAX_FILE_BYTES):
+        self._root = Path(root).resolve() if root is not None else None
+        self.max_file_bytes = max_file_bytes
+
+    @property
+    def root(self) -> Path:
+        """The resolved project root."""
+        return self._root if self._root is not None else Path.cwd().resolve()
+
+    def resolve(self, path: str) -> Path:
+        """The real path of an existing file or directory that ``path`` may name; raise if it is refused."""
+        return self._locate(path).path
+
+    def _locate(self, path: str) -> _Located:
+        if not isinstance(path, str):
+            raise TypeError(f"path must be a string, got {type(path).__name__}")
+        if "\0" in path:
+            raise ValueError(f"path {path!r} contains a NUL byte")
+        root = self.root
+        given = Path(path or ".")
+        candidate = given if given.is_absolute() else root / given
+        real = candidate.resolve()
+        inside = real.is_relative_to(root)
+        if inside and real.exists():
+            return _Located(real, root, "")
+        # Self-inspection: agentkernel/... missing under the root is read from the installed package.
+        parts = given.parts
+        in_package_name = not given.is_absolute() and parts[:1] == (PACKAGE_DIR.name,)
+        if in_package_name and not os.path.lexists(candidate):
+            in_package = PACKAGE_DIR.joinpath(*parts[1:]).resolve()
+            if in_package.is_relative_to(PACKAGE_DIR) and in_package.exists():
+                return _Located(in_package, PACKAGE_DIR, PACKAGE_DIR.name + "/")
+        if not inside:
+            raise PermissionError(f"path {path!r} is outside the project root")
+        raise FileNotFoundError(f"no such file or directory: {path!r}")
+
+    def _read_bytes(self, located: _Located) -> bytes:
+        """A regular file's bytes if it is small enough; raise with the reason otherwise."""
+        shown = located.show()
+        if located.path.is_dir():
+            raise IsADirectoryError(f"{shown!r} is a directory; use list_dir to see what it holds")
+        if not located.path.is_file():
+            raise ValueError(f"{shown!r} is not a regular file")
+        size = located.path.stat().st_size
+        if size > self.max_file_bytes:
+            raise ValueError(
+                f"{shown!r} is {size:,} bytes, over the {self.max_file_bytes:,}-byte limit for reading it "
+                "whole; pass offset and limit to read part of it (e.g. offset=1, limit=200)"
+            )
+        return located.path.read_bytes()
+
+    # -- the tools (their docstrings are what the model reads) -----------------------------------------------
+
+    def read_file(self, path: str, offset: int | None = None, limit: int | None = None) -> str:
+        """Read a UTF-8 text file in the project and return its lines. Output is capped at 20,000 characters; when not every line is shown, a final note in square brackets says which lines were (e.g. "[lines 1-200 of 950; pass offset=201 for more]"). Binary files and directories are refused; files over 1 MB can only be read in parts with offset/limit.
+
+        Args:
+            path: File path relative to the project root, e.g. "src/app.py". "agentkernel/..." reads the agent's own source.
+            offset: Number of the first line to return, counting from 1 (default 1).
+            limit: Maximum number of lines to return (default: as many as fit in the output cap).
+        """  # noqa: E501 - the first paragraph is the tool description the model sees, kept as one paragraph
+        if offset is not None and offset < 0:
+            raise ValueError("offset must be a line number counting from 1")
+        if limit is not None and limit < 1:
+            raise ValueError("limit must be at least 1")
+        first = max(offset or 1, 1)
+        located = self._locate(path)
+        shown = located.show()
+        partial = offset is not None or limit is not None
+        if partial and located.path.is_file() and located.path.stat().st_size > self.max_file_bytes:
+            return _read_part(located.path, shown, first, limit)
+        lines = _split_lines(_decode(self._read_bytes(located), shown))
+        if not lines:
+            return "[empty file]"
+        if first > len(lines):
+            raise ValueError(f"offset {first} is past the end of {shown!r}, which has {len(lines)} lines")
+        window = lines[first - 1 : None if limit is None else first - 1 + limit]
+        kept, cut = _take(window, MAX_OUTPUT_CHARS)
+        last = first + len(kept) - 1
+        text = "\n".join(kept)
+        if cut is not None:
+            return f"{text}\n[line {first} is {cut:,} characters; showing the first {MAX_OUTPUT_CHARS:,}]"
+        if first == 1 and last == len(lines):
+            return text
+        more = f"; pass offset={last + 1} for more" if last < len(lines) else ""
+        return f"{text}\n[lines {first}-{last} of {len(lines)}{more}]"
+
+    def list_dir(self, path: str = ".") -> str:
+        """List a directory in the project: one entry per line, sorted by name, directories marked with a trailing "/". Hidden entries are included; long listings are cut with a note.
+
+        Args:
+            path: Directory path relative to the project root (default: the root itself).
+        """  # noqa: E501
+        located = self._locate(path)
+        if not located.path.is_dir():
+            raise NotADirectoryError(f"{located.show()!r} is not a directory; use read_file to read a file")
+        with os.scandir(located.path) as scan:
+            entries = sorted(scan, key=lambda e: e.name)
+        if not entries:
+            return "[empty directory]"
+        names = [e.name + "/" if e.is_dir() else e.name for e in entries[:MAX_LIST_ENTRIES]]
+        kept, _ = _take(names, MAX_OUTPUT_CHARS)
+        text = "\n".join(kept)
+        if len(kept) < len(entries):
+            text += f"\n[showing {len(kept)} of {len(entries)} entries]"
+        return text
+
+    def search_text(self, pattern: str, path: str = ".") -> str:
+        """Search the project's text files for a regular expression (Python syntax, case-sensitive), line by line. Searches one file, or every file under a directory recursively, skipping hidden directories such as .git, binary files and files over 1 MB. Returns "path:line: text" lines, at most 200 matches.
+
+        Args:
+            pattern: Regular expression to look for in each line; invalid expressions are searched as literal text.
+            path: File or directory to search, relative to the project root (default: the whole project).
+        """  # noqa: E501
+        header = ""
+        try:
+            regex = re.compile(pattern)
+        except re.error as e:
+            regex = re.compile(re.escape(pattern))
+            header = f"[{pattern!r} is not a valid regular expression ({e}); searched for it as literal text]"
+        located = self._locate(path)
+        explicit = not located.path.is_dir()
+        files = [located.path] if explicit else self._walk(located)
+        matches: list[str] = []
+        skipped = 0
+        for file in files:
+            here = _Located(file, located.base, located.prefix)
+            try:
+                text = _decode(self._read_bytes(here), here.show())
+            except (OSError, ValueError):
+                if explicit:
+                    raise
+                skipped += 1
+                continue
+            for number, line in enumerate(_split_lines(text), 1):
+                if regex.search(line):
+                    matches.append(f"{here.show()}:{number}: {_clip(line, MAX_MATCH_LINE_CHARS)}")
+                    if len(matches) > MAX_MATCHES:
+                        break
+            if len(matches) > MAX_MATCHES:
+                break
+        kept, _ = _take(matches[:MAX_MATCHES], MAX_OUTPUT_CHARS - 500)  # room for the notes
+        lines = [header] if header else []
+        lines += kept or [f"no matches for {pattern!r} in {located.show()!r}"]
+        if len(kept) < len(matches):
+            lines.append(f"[showing the first {len(kept)} matches; narrow the pattern or the path for more]")
+        if skipped:
+            lines.append(f"[skipped {skipped} binary, oversized or unreadable files]")
+        return "\n".join(lines)
+
+    def _walk(self, top: _Located) -> Iterator[Path]:
+        """Files under a directory in sorted order, not entering hidden dirs nor following dir symlinks,
+        and leaving out file symlinks whose target is outside the root (or the package)."""
+        for dirpath, dirnames, filenames in os.walk(top.path):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIPPED_DIRS)
+            for name in sorted(filenames):
+                file = Path(dirpath, name)
+                if file.is_symlink() and not file.resolve().is_relative_to(top.base):
+                    continue
+                yield file
+
+
+def _decode(data: bytes, shown: str) -> str:
+    if b"\0" in data[:SNIFF_BYTES]:
+        raise ValueError(f"{shown!r} is a binary file, not text")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{shown!r} is not UTF-8 text (binary?)") from None
+
+
+def _split_lines(text: str) -> list[str]:
+    """Lines split at "\\n" only (as a line-by-line file read does), without their line endings."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def _take(lines: Iterable[str], budget: int) -> tuple[list[str], int | None]:
+    """As many lines as fit in ``budget`` characters (newlines counted). If even the first line does not fit,
+    its first ``budget`` characters, and that line's full length as the second value."""
+    kept: list[str] = []
+    used = 0
+    for line in lines:
+        if used + len(line) + 1 > budget:
+            if not kept:
+                return [line[:budget]], len(line)
+            break
+        kept.append(line)
+        used += len(line) + 1
+    return kept, None
+
+
+def _clip(line: str, width: int) -> str:
+    line = line.strip()
+    return line if len(line) <= width else line[:width] + " ..."
+
+
+def _read_part(path: Path, shown: str, first: int, limit: int | None) -> str:
+    """Lines of a file too big to read whole, streamed so that only the asked part is decoded."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        if b"\0" in f.read(SNIFF_BYTES):
+            raise ValueError(f"{shown!r} is a binary file, not text")
+        f.seek(0)
+        end = None if limit is None else first - 1 + limit
+        raw_lines = islice(f, first - 1, end)
+        lines = (_decode(raw, shown).removesuffix("\n").removesuffix("\r") for raw in raw_lines)
+        kept, cut = _take(lines, MAX_OUTPUT_CHARS)
+    if not kept:
+        raise ValueError(f"offset {first} is past the end of {shown!r}")
+    if cut is not None:
+        return f"{kept[0]}\n[line {first} is {cut:,} characters; showing the first {MAX_OUTPUT_CHARS:,}]"
+    last = first + len(kept) - 1
+    note = f"[lines {first}-{last} of a {size:,}-byte file; pass offset={last + 1} for more]"
+    return "\n".join(kept) + "\n" + note
+
+
+def builtin_tools(root: str | os.PathLike[str] | PathPolicy | None = None) -> list[Tool]:
+    """The tools ``read_file``, ``list_dir`` and ``search_text`` bound to one :class:`PathPolicy`.
+
+    ``root`` is the project root (default: the working directory at the time of each call), or a ready
+    ``PathPolicy`` (e.g. with another ``max_file_bytes``).
+    """
+    policy = root if isinstance(root, PathPolicy) else PathPolicy(root)
+    return [tool(policy.read_file), tool(policy.list_dir), tool(policy.search_text)]
+
+
+read_file, list_dir, search_text = builtin_tools()
