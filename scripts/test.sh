@@ -1,5 +1,14 @@
 #!/usr/bin/env bash
-# The project's test command: unit and kernel tests, the browser suite, and every notebook through nbval.
+# Install the test extras (and Debian's Chromium for the browser suite) and run every test:
+# unit and kernel tests, the JupyterLab + Chromium suite, and every teaching notebook through nbval.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python -m pytest -q
+
+if ! command -v chromium >/dev/null 2>&1; then
+    echo "installing Debian's chromium for the browser tests"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+python -m pip install -q --disable-pip-version-check -e '.[test,browser]'
+
+python -m pytest tests notebooks --nbval "$@"
