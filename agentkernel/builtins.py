@@ -16,6 +16,7 @@ same on every machine. Refusals are raised as exceptions; the loop shows their t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -95,7 +96,7 @@ class PathPolicy:
         root = self.root
         given = Path(path or ".")
         candidate = given if given.is_absolute() else root / given
-        real = candidate.resolve()
+        real = _resolve(candidate, path)
         inside = real.is_relative_to(root)
         if inside and real.exists():
             return _Located(real, root, "")
@@ -103,7 +104,7 @@ class PathPolicy:
         parts = given.parts
         in_package_name = not given.is_absolute() and parts[:1] == (PACKAGE_DIR.name,)
         if in_package_name and not os.path.lexists(candidate):
-            in_package = PACKAGE_DIR.joinpath(*parts[1:]).resolve()
+            in_package = _resolve(PACKAGE_DIR.joinpath(*parts[1:]), path)
             if in_package.is_relative_to(PACKAGE_DIR) and in_package.exists():
                 return _Located(in_package, PACKAGE_DIR, PACKAGE_DIR.name + "/")
         if not inside:
@@ -117,13 +118,15 @@ class PathPolicy:
             raise IsADirectoryError(f"{shown!r} is a directory; use list_dir to see what it holds")
         if not located.path.is_file():
             raise ValueError(f"{shown!r} is not a regular file")
-        size = located.path.stat().st_size
+        with _without_abspath(shown):
+            size = located.path.stat().st_size
         if size > self.max_file_bytes:
             raise ValueError(
                 f"{shown!r} is {size:,} bytes, over the {self.max_file_bytes:,}-byte limit for reading it "
                 "whole; pass offset and limit to read part of it (e.g. offset=1, limit=200)"
             )
-        return located.path.read_bytes()
+        with _without_abspath(shown):
+            return located.path.read_bytes()
 
     # -- the tools (their docstrings are what the model reads) -----------------------------------------------
 
@@ -144,7 +147,8 @@ class PathPolicy:
         shown = located.show()
         partial = offset is not None or limit is not None
         if partial and located.path.is_file() and located.path.stat().st_size > self.max_file_bytes:
-            return _read_part(located.path, shown, first, limit)
+            with _without_abspath(shown):
+                return _read_part(located.path, shown, first, limit)
         lines = _split_lines(_decode(self._read_bytes(located), shown))
         if not lines:
             return "[empty file]"
@@ -170,11 +174,11 @@ class PathPolicy:
         located = self._locate(path)
         if not located.path.is_dir():
             raise NotADirectoryError(f"{located.show()!r} is not a directory; use read_file to read a file")
-        with os.scandir(located.path) as scan:
+        with _without_abspath(located.show()), os.scandir(located.path) as scan:
             entries = sorted(scan, key=lambda e: e.name)
         if not entries:
             return "[empty directory]"
-        names = [e.name + "/" if e.is_dir() else e.name for e in entries[:MAX_LIST_ENTRIES]]
+        names = [e.name + "/" if _is_dir(e) else e.name for e in entries[:MAX_LIST_ENTRIES]]
         kept, _ = _take(names, MAX_OUTPUT_CHARS)
         text = "\n".join(kept)
         if len(kept) < len(entries):
@@ -231,9 +235,37 @@ class PathPolicy:
             dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIPPED_DIRS)
             for name in sorted(filenames):
                 file = Path(dirpath, name)
-                if file.is_symlink() and not file.resolve().is_relative_to(top.base):
+                try:
+                    if file.is_symlink() and not file.resolve().is_relative_to(top.base):
+                        continue
+                except (OSError, RuntimeError):  # a symlink loop: nothing to read there
                     continue
                 yield file
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:  # a symlink loop or an unreadable target: list it as a plain entry
+        return False
+
+
+def _resolve(path: Path, given: str) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop; the message would hold the absolute path
+        raise ValueError(f"path {given!r} cannot be resolved (a symlink loop?)") from None
+
+
+@contextlib.contextmanager
+def _without_abspath(shown: str) -> Iterator[None]:
+    """Re-raise an OS error (permission denied, ...) naming the path as the model knows it, not the absolute one."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is None:
+            raise
+        raise type(e)(f"cannot read {shown!r}: {e.strerror or type(e).__name__}") from None
 
 
 def _decode(data: bytes, shown: str) -> str:

@@ -176,6 +176,30 @@ def test_missing_files_and_wrong_kinds(project: Path) -> None:
         call(project, "list_dir", path="notes.txt")
 
 
+def test_symlink_loops_are_refused_without_absolute_paths(project: Path) -> None:
+    (project / "a").symlink_to(project / "b")
+    (project / "b").symlink_to(project / "a")
+    with pytest.raises(ValueError, match="'a' cannot be resolved") as info:
+        call(project, "read_file", path="a")
+    assert str(project) not in str(info.value)
+    assert call(project, "search_text", pattern="hello") == "notes.txt:1: hello"
+    assert call(project, "list_dir").splitlines() == ["a", "b", "notes.txt", "src/"]
+
+
+def test_os_errors_name_the_relative_path_only(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def denied(path: object, *args: object) -> None:
+        raise PermissionError(13, "Permission denied", str(path))  # what the OS raises, absolute path included
+
+    monkeypatch.setattr(Path, "read_bytes", denied)
+    monkeypatch.setattr(os, "scandir", denied)
+    with pytest.raises(PermissionError) as info:
+        call(project, "read_file", path="notes.txt")
+    assert str(info.value) == "cannot read 'notes.txt': Permission denied"
+    with pytest.raises(PermissionError) as info:
+        call(project, "list_dir", path="src")
+    assert str(info.value) == "cannot read 'src': Permission denied"
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
 def test_refuses_special_files_instead_of_blocking(project: Path) -> None:
     os.mkfifo(project / "pipe")
