@@ -83,13 +83,14 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     arg_docs: dict[str, str] = {}
     match = re.search(r"^(?:Args|Arguments|Parameters):\s*\n((?:[ \t]+.*\n?)+)", doc, re.MULTILINE)
     if match:
-        current = None
+        current, indent = None, None
         for line in match.group(1).splitlines():
             entry = re.match(r"\s+(\w+)(?:\s*\([^)]*\))?:\s*(.*)", line)
-            if entry and (current is None or len(line) - len(line.lstrip()) <= 8):
-                current = entry.group(1)
+            line_indent = len(line) - len(line.lstrip())
+            if entry and line_indent == (indent or line_indent):  # a new entry starts at the first entry's indent
+                current, indent = entry.group(1), line_indent
                 arg_docs[current] = entry.group(2).strip()
-            elif current:
+            elif current and line.strip():  # a continuation line, even one that looks like "word: text"
                 arg_docs[current] += " " + line.strip()
     return description, arg_docs
 
@@ -203,13 +204,23 @@ def format_output(value: Any) -> str:
         return repr(value)
 
 
+class ToolTimeout(Exception):
+    """A tool ran past its own ``timeout`` (told apart from a ``TimeoutError`` the tool itself raised)."""
+
+
 async def invoke(tool: Tool, kwargs: dict[str, Any]) -> Any:
     """Call a tool; a sync function runs in a worker thread that copies the context (so prints land in the cell)."""
     if inspect.iscoroutinefunction(tool.fn):
         call: Awaitable[Any] = tool.fn(**kwargs)
     else:
         call = asyncio.to_thread(tool.fn, **kwargs)
-    return await asyncio.wait_for(call, tool.timeout) if tool.timeout else await call
+    try:
+        async with asyncio.timeout(tool.timeout or None) as scope:
+            return await call
+    except TimeoutError:
+        if scope.expired():
+            raise ToolTimeout from None
+        raise
 
 
 async def run_call(
@@ -242,7 +253,7 @@ async def run_call(
         try:
             call.output = format_output(await invoke(tool, kwargs))
             call.status = "ok"
-        except TimeoutError:
+        except ToolTimeout:
             call.status, call.output = "error", f"error: {call.name} timed out after {tool.timeout:g} s"
         except Exception as e:  # a tool's own failure is the model's to see, not the loop's to raise
             call.status, call.output = "error", f"error: {type(e).__name__}: {e}"

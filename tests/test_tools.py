@@ -1,0 +1,376 @@
+"""@tool schemas, parallel calls matched by call_id, malformed calls, timeouts, approval, worker threads."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+import time
+from typing import Literal
+
+import pytest
+from runtime_helpers import calls, output_of, outputs, run_sync
+
+from agentkernel import Call, ScriptedModel, ToolCall, tool, validate_history
+from agentkernel.events import ToolCallFinished, ToolCallStarted
+from agentkernel.tools import as_registry, parse_arguments
+
+# -- schemas --------------------------------------------------------------------------------------------------
+
+
+def test_schema_from_signature_hints_defaults_and_docstring():
+    @tool
+    def search(
+        pattern: str,
+        path: str = ".",
+        limit: int = 20,
+        ratio: float = 0.5,
+        ignore_case: bool = False,
+        globs: list[str] | None = None,
+        mode: Literal["regex", "fixed"] = "regex",
+        depth: int | None = None,
+        options: dict | None = None,
+    ) -> list[str]:
+        """Search files for a pattern.
+
+        Only text files are searched.
+
+        Args:
+            pattern: The regular expression
+                to look for.
+            path (str): Where to start.
+            limit: At most this many hits.
+        """
+        return []
+
+    schema = search.schema()
+    assert schema["type"] == "function"
+    assert schema["name"] == "search"
+    assert schema["description"] == "Search files for a pattern."
+    params = schema["parameters"]
+    assert params["type"] == "object"
+    assert params["required"] == ["pattern"]
+    assert params["additionalProperties"] is False
+    props = params["properties"]
+    assert props["pattern"] == {"type": "string", "description": "The regular expression to look for."}
+    assert props["path"] == {"type": "string", "description": "Where to start.", "default": "."}
+    assert props["limit"] == {"type": "integer", "description": "At most this many hits.", "default": 20}
+    assert props["ratio"] == {"type": "number", "default": 0.5}
+    assert props["ignore_case"] == {"type": "boolean", "default": False}
+    assert props["globs"] == {"type": "array", "items": {"type": "string"}}
+    assert props["mode"] == {"enum": ["regex", "fixed"], "default": "regex"}
+    assert props["depth"] == {"type": "integer"}
+    assert props["options"] == {"type": "object"}
+    assert search.read_only is True
+
+
+def test_docstring_continuation_lines_that_look_like_entries_stay_with_their_argument():
+    @tool
+    def open_file(path: str, mode: str = "r") -> str:
+        """Open a file.
+
+        Args:
+            path: Where the file is. Note:
+                relative: paths are taken from the project root.
+            mode: How to open it.
+
+        Returns:
+            The text.
+        """
+        return ""
+
+    props = open_file.parameters["properties"]
+    assert props["path"]["description"] == "Where the file is. Note: relative: paths are taken from the project root."
+    assert props["mode"]["description"] == "How to open it."
+
+
+def test_schema_name_override_and_undocumented_function():
+    @tool(name="count_words", read_only=False, timeout=5)
+    def wc(text):
+        return len(text.split())
+
+    assert wc.name == "count_words"
+    assert wc.description == "wc"
+    assert wc.parameters["properties"] == {"text": {}}
+    assert wc.read_only is False and wc.timeout == 5
+    assert wc("a b c") == 3  # a Tool is still callable as the function
+
+
+def test_plain_functions_become_tools_and_duplicate_names_are_refused():
+    def ping() -> str:
+        return "pong"
+
+    registry = as_registry([ping])
+    assert registry["ping"].schema()["parameters"]["required"] == []
+    with pytest.raises(ValueError, match="two tools"):
+        as_registry([ping, tool(ping)])
+
+
+# -- parallel calls -------------------------------------------------------------------------------------------
+
+
+@tool
+async def wait_then(label: str, seconds: float) -> str:
+    """Sleep, then return the label."""
+    await asyncio.sleep(seconds)
+    return f"{label} after {seconds}"
+
+
+def test_parallel_calls_finishing_out_of_order_are_matched_by_call_id():
+    sleeps = {"slowest": 0.3, "middle": 0.2, "fastest": 0.1}
+    round_ = [Call("wait_then", {"label": k, "seconds": v}, call_id=f"id_{k}") for k, v in sleeps.items()]
+    finished: list[str] = []
+
+    def on_event(event):
+        if isinstance(event, ToolCallFinished):
+            finished.append(event.call.call_id)
+
+    start = time.monotonic()
+    result = run_sync("go", model=ScriptedModel([round_, "done"]), tools=[wait_then], on_event=on_event)
+    elapsed = time.monotonic() - start
+
+    assert result.status == "complete"
+    assert finished == ["id_fastest", "id_middle", "id_slowest"]  # they finished out of request order...
+    # ... but outputs are appended in request order and each matches its call.
+    assert [o["call_id"] for o in outputs(result.history)] == ["id_slowest", "id_middle", "id_fastest"]
+    for label, seconds in sleeps.items():
+        assert output_of(result.history, f"id_{label}")["output"] == f"{label} after {seconds}"
+    assert elapsed < 0.3 + 0.2  # ~ the longest sleep, not the sum (0.6)
+    validate_history(result.history)
+
+
+# -- malformed calls ------------------------------------------------------------------------------------------
+
+
+@tool
+def read_file(path: str, limit: int = 20) -> str:
+    """Read a file."""
+    return f"contents of {path}"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ('{"path": "a.ts"', "error: bad arguments for read_file: arguments are not valid JSON"),
+        ('["a.ts"]', "error: bad arguments for read_file: arguments must be a JSON object"),
+        ('{"path": "a.ts", "lines": 3}', "error: bad arguments for read_file: unknown argument(s) lines"),
+        ('{"limit": 3}', "error: bad arguments for read_file: missing required argument(s) path"),
+        ('{"path": "a.ts", "limit": "3"}', "error: bad arguments for read_file: argument 'limit' must be of type"),
+        ('{"path": 7}', "error: bad arguments for read_file: argument 'path' must be of type string"),
+    ],
+)
+def test_malformed_arguments_give_a_model_visible_error_and_the_loop_goes_on(arguments, expected):
+    script = [Call("read_file", arguments), Call("read_file", {"path": "b.ts"}), "done"]
+    result = run_sync("go", model=ScriptedModel(script), tools=[read_file])
+    assert result.status == "complete"
+    first, second = outputs(result.history)
+    assert first["output"].startswith(expected)
+    assert second["output"] == "contents of b.ts"
+    validate_history(result.history)
+
+
+def test_unknown_tool_gives_a_model_visible_error():
+    script = [Call("write_file", {"path": "a"}), "ok"]
+    result = run_sync("go", model=ScriptedModel(script), tools=[read_file])
+    assert result.status == "complete"
+    assert outputs(result.history)[0]["output"] == "error: unknown tool 'write_file'; available: read_file"
+
+
+def test_parse_arguments_enum_and_empty_string():
+    @tool
+    def pick(mode: Literal["a", "b"] = "a") -> str:
+        return mode
+
+    assert parse_arguments(pick, "") == {}
+    assert parse_arguments(pick, '{"mode": "b"}') == {"mode": "b"}
+    with pytest.raises(ValueError, match="must be one of"):
+        parse_arguments(pick, '{"mode": "c"}')
+
+
+# -- timeouts and failures ------------------------------------------------------------------------------------
+
+
+def test_per_tool_timeout():
+    @tool(timeout=0.1)
+    async def hang() -> str:
+        """Never answers in time."""
+        await asyncio.sleep(10)
+        return "late"
+
+    start = time.monotonic()
+    result = run_sync("go", model=ScriptedModel([Call("hang"), "gave up"]), tools=[hang])
+    assert time.monotonic() - start < 1.0
+    assert result.status == "complete"
+    assert outputs(result.history)[0]["output"] == "error: hang timed out after 0.1 s"
+
+
+def test_a_tool_that_raises_is_reported_to_the_model():
+    @tool
+    def explode(path: str) -> str:
+        """Fails."""
+        raise FileNotFoundError(f"no such file: {path}")
+
+    result = run_sync("go", model=ScriptedModel([Call("explode", {"path": "x"}), "sorry"]), tools=[explode])
+    assert result.status == "complete"
+    assert outputs(result.history)[0]["output"] == "error: FileNotFoundError: no such file: x"
+    assert result.partial_findings == []
+
+
+def test_a_tool_that_raises_timeout_error_itself_is_not_reported_as_a_timeout():
+    @tool(timeout=30)
+    def connect() -> str:
+        """Fails with its own TimeoutError."""
+        raise TimeoutError("the server did not answer")
+
+    result = run_sync("go", model=ScriptedModel([Call("connect"), "sorry"]), tools=[connect])
+    assert outputs(result.history)[0]["output"] == "error: TimeoutError: the server did not answer"
+
+
+def test_non_string_results_are_serialized():
+    @tool
+    def stats() -> dict:
+        """Numbers."""
+        return {"files": 3, "lines": 120}
+
+    @tool
+    def nothing() -> None:
+        """Returns nothing."""
+
+    result = run_sync("go", model=ScriptedModel([[Call("stats"), Call("nothing")], "ok"]), tools=[stats, nothing])
+    assert [o["output"] for o in outputs(result.history)] == ['{"files": 3, "lines": 120}', "(no output)"]
+
+
+# -- side effects and approval --------------------------------------------------------------------------------
+
+written: list[str] = []
+
+
+@tool(read_only=False)
+def write_file(path: str, text: str) -> str:
+    """Write a file."""
+    written.append(path)
+    return f"wrote {path}"
+
+
+@pytest.fixture(autouse=True)
+def _clear_written():
+    written.clear()
+
+
+def test_side_effecting_tool_is_denied_without_an_approver():
+    result = run_sync("go", model=ScriptedModel([Call("write_file", {"path": "a", "text": "x"}), "ok"]),
+                      tools=[write_file])
+    assert written == []
+    output = outputs(result.history)[0]["output"]
+    assert output.startswith("denied: write_file has side effects")
+    assert "no one is there to approve" in output
+    assert result.status == "complete"
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+@pytest.mark.parametrize("verdict", [True, False])
+def test_side_effecting_tool_approved_or_denied_by_callback(use_async, verdict):
+    asked: list[tuple[str, str]] = []
+
+    def sync_approve(call: ToolCall, t) -> bool:
+        asked.append((call.name, call.arguments))
+        return verdict
+
+    async def async_approve(call: ToolCall, t) -> bool:
+        await asyncio.sleep(0.01)
+        return sync_approve(call, t)
+
+    script = [Call("write_file", {"path": "a", "text": "x"}), "ok"]
+    result = run_sync("go", model=ScriptedModel(script), tools=[write_file],
+                      approve=async_approve if use_async else sync_approve)
+    assert asked == [("write_file", '{"path": "a", "text": "x"}')]
+    output = outputs(result.history)[0]["output"]
+    if verdict:
+        assert written == ["a"] and output == "wrote a"
+    else:
+        assert written == [] and output == "denied: write_file has side effects and the user denied it"
+
+
+def test_read_only_tools_are_never_sent_to_the_approver():
+    def approve(call, t):
+        raise AssertionError("asked about a read-only tool")
+
+    result = run_sync("go", model=ScriptedModel([Call("read_file", {"path": "a"}), "ok"]), tools=[read_file],
+                      approve=approve)
+    assert outputs(result.history)[0]["output"] == "contents of a"
+
+
+def test_side_effecting_tool_runs_alone():
+    active: set[str] = set()
+    overlaps: list[tuple[str, frozenset[str]]] = []
+
+    def enter(name: str) -> None:
+        if active:
+            overlaps.append((name, frozenset(active)))
+        active.add(name)
+
+    @tool
+    async def look(path: str) -> str:
+        """Read-only."""
+        enter(f"look {path}")
+        await asyncio.sleep(0.05)
+        active.discard(f"look {path}")
+        return "seen"
+
+    @tool(read_only=False)
+    async def change(path: str) -> str:
+        """Side effect."""
+        enter(f"change {path}")
+        await asyncio.sleep(0.05)
+        active.discard(f"change {path}")
+        return "changed"
+
+    round_ = [Call("look", {"path": "a"}), Call("change", {"path": "b"}), Call("look", {"path": "c"}),
+              Call("change", {"path": "d"})]
+    result = run_sync("go", model=ScriptedModel([round_, "ok"]), tools=[look, change], approve=lambda c, t: True)
+    # The two looks overlap each other, never a change; the changes never overlap anything.
+    assert all(name.startswith("look") and all(o.startswith("look") for o in others) for name, others in overlaps)
+    assert len(overlaps) == 1
+    assert [o["output"] for o in outputs(result.history)] == ["seen", "changed", "seen", "changed"]
+    assert [o["call_id"] for o in outputs(result.history)] == [c["call_id"] for c in calls(result.history)]
+
+
+# -- worker threads -------------------------------------------------------------------------------------------
+
+cell = contextvars.ContextVar("cell", default="none")
+
+
+def test_sync_tool_runs_in_a_worker_thread_with_the_callers_context(capsys):
+    seen: dict[str, object] = {}
+
+    @tool
+    def where() -> str:
+        """Report the thread and the context."""
+        seen["thread"] = threading.current_thread()
+        seen["cell"] = cell.get()
+        print("printed from the tool")
+        return "here"
+
+    async def main():
+        cell.set("cell-42")
+        from agentkernel import run
+
+        return await run("go", model=ScriptedModel([Call("where"), "ok"]), tools=[where], transcript=False)
+
+    result = asyncio.run(main())
+    assert result.status == "complete"
+    assert seen["thread"] is not threading.main_thread()
+    assert seen["cell"] == "cell-42"
+    assert "printed from the tool" in capsys.readouterr().out
+
+
+def test_tool_call_events_bracket_each_call():
+    events: list[tuple[str, str, str | None]] = []
+
+    def on_event(event):
+        if isinstance(event, ToolCallStarted | ToolCallFinished):
+            events.append((type(event).__name__, event.call.call_id, event.call.status))
+
+    run_sync("go", model=ScriptedModel([[Call("read_file", {"path": "a"}, call_id="c1")], "ok"]),
+             tools=[read_file], on_event=on_event)
+    assert events == [("ToolCallStarted", "c1", None), ("ToolCallFinished", "c1", "ok")]
