@@ -49,7 +49,10 @@ class RunFinished:
     result: LoopResult
 
 
-Event = RunStarted | RoundStarted | TextDelta | MessageDone | ToolCallStarted | ToolCallFinished | UsageUpdated | RunFinished
+Event = (
+    RunStarted | RoundStarted | TextDelta | MessageDone | ToolCallStarted | ToolCallFinished | UsageUpdated
+    | RunFinished
+)
 
 __all__ = [
     "Event", "MessageDone", "RoundStarted", "RunFinished", "RunStarted", "TextDelta", "ToolCallFinished",

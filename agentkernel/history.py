@@ -137,6 +137,8 @@ class Transcript:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
+        if _ends_mid_line(self.path):  # an earlier run died mid-write: keep this run's first record whole
+            self._file.write("\n")
 
     def write(self, record: dict[str, Any]) -> None:
         if self._file is None:
@@ -153,17 +155,30 @@ class Transcript:
             self._file = None
 
 
+def _ends_mid_line(path: Path) -> bool:
+    with path.open("rb") as f:
+        if f.seek(0, os.SEEK_END) == 0:
+            return False
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) != b"\n"
+
+
 def load_transcript(path: str | os.PathLike[str]) -> list[Item]:
     """Read the items of a transcript back as a repaired history, ready to resume from.
 
-    A torn last line (the kernel died mid-write) is skipped.
+    A file that several runs appended to gives the last run's history (each run's ``start`` record is
+    followed by the whole history it began from). A torn line (the kernel died mid-write) is skipped.
     """
     items: list[Item] = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
+    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():  # may end mid-character
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if record.get("event") == "item":
+        if not isinstance(record, dict):  # a torn line can still parse, e.g. as a number
+            continue
+        if record.get("event") == "start":
+            items = []
+        elif record.get("event") == "item" and isinstance(record.get("item"), dict):
             items.append(record["item"])
     return repair_history(items)

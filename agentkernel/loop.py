@@ -13,12 +13,18 @@ import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 from . import history as h
 from .events import (
-    Event, MessageDone, RoundStarted, RunFinished, RunStarted, ToolCallFinished, ToolCallStarted, UsageUpdated,
+    Event,
+    MessageDone,
+    RoundStarted,
+    RunFinished,
+    RunStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+    UsageUpdated,
 )
 from .guards import Budget, FailureGuard, GuardConfig, Limits, NoProgressGuard, RepeatedCallGuard, Trip
 from .models.base import FunctionCallEvent, Model, ModelError, ModelRequest, TextDelta, UsageEvent
@@ -67,6 +73,7 @@ class AgentLoop:
         self.tools = as_registry(tools)
         self.system = DEFAULT_SYSTEM_PROMPT if system is None else system
         self.history: list[h.Item] = h.repair_history(history or [])
+        self.call_ids = {item["call_id"] for item in self.history if item.get("type") == "function_call"}
         self.limits = limits or Limits()
         guards = guards or GuardConfig()
         self.repeats = RepeatedCallGuard(guards.repeat_limit)
@@ -130,7 +137,7 @@ class AgentLoop:
                 return Trip("fatal_error", str(e) or type(e).__name__)
             self._commit_text("".join(text))
             for call in calls:
-                self.commit(h.function_call(call.call_id, call.name, call.arguments))
+                self._commit_call(call)
 
             trip = self.budget.after_response(self.usage.total_tokens) or self.no_progress.record_turn(
                 "".join(text), [(c.name, c.arguments) for c in calls]
@@ -166,16 +173,17 @@ class AgentLoop:
         left = self.budget.tool_calls_left(self.tool_calls)
         runnable = calls if left is None else calls[:left]
         for call in calls[len(runnable):]:
-            call.status, call.output = "not_run", "not run: tool-call budget exhausted"
+            call.status, call.output, call.synthetic = "not_run", "not run: tool-call budget exhausted", True
+            self.emit(ToolCallFinished(call))
         self.tool_calls += len(runnable)
         try:
             await self._race(run_round(runnable, self.tools, self.approve,
                                        lambda c: self.emit(ToolCallStarted(c)),
                                        lambda c: self.emit(ToolCallFinished(c))))
         except _Stopped as stopped:
-            self._commit_outputs(calls, ABORTED_OUTPUT)
             return stopped.trip
-        self._commit_outputs(calls, ABORTED_OUTPUT)
+        finally:  # also when the task running the loop is cancelled: keep the outputs of the calls that finished
+            self._commit_outputs(calls, ABORTED_OUTPUT)
 
         trip = None
         for call in runnable:
@@ -210,6 +218,14 @@ class AgentLoop:
         self.history.append(item)
         if self.transcript:
             self.transcript.item(item)
+
+    def _commit_call(self, call: ToolCall) -> None:
+        # A model (or server) that leaves a call_id empty or reuses one would break the call/output matching.
+        base, n = call.call_id or "call", len(self.history)
+        while not call.call_id or call.call_id in self.call_ids:
+            call.call_id, n = f"{base}_{n}", n + 1
+        self.call_ids.add(call.call_id)
+        self.commit(h.function_call(call.call_id, call.name, call.arguments))
 
     def _commit_text(self, text: str) -> None:
         if text:

@@ -76,4 +76,5 @@ def summarize(status: str, detail: str, rounds: int, tool_calls: int) -> str:
     work = f"{rounds} round{'s' * (rounds != 1)} and {tool_calls} tool call{'s' * (tool_calls != 1)}"
     if status == "complete":
         return f"Answered after {work}."
-    return f"Stopped with {status.upper()} after {work}: {detail}."
+    detail = " ".join(detail.split()).rstrip(".")  # an error message may span lines or end with its own period
+    return f"Stopped with {status.upper()} after {work}{': ' + detail if detail else ''}."

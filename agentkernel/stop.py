@@ -15,7 +15,8 @@ class StopSignal:
 
     def __init__(self) -> None:
         self._flag = threading.Event()
-        self._lock = threading.Lock()
+        # Reentrant: a SIGINT handler calling set() runs on the loop's own thread, possibly while wait() holds it.
+        self._lock = threading.RLock()
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         self.reason = "aborted by user"
 
@@ -39,11 +40,10 @@ class StopSignal:
         event = asyncio.Event()
         entry = (asyncio.get_running_loop(), event)
         with self._lock:
-            if self._flag.is_set():
-                return
             self._waiters.append(entry)
         try:
-            await event.wait()
+            if not self._flag.is_set():  # checked after registering, so a set() in between is never missed
+                await event.wait()
         finally:
             with self._lock:
                 self._waiters.remove(entry)

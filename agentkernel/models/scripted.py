@@ -89,7 +89,9 @@ class ScriptedModel:
             if delay:
                 await asyncio.sleep(delay)
             arguments = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
-            call_id = call.call_id or f"call_{self.requests}_{i + 1}"
+            # Numbered by the history's length, not by this model's request count, so a run resumed from an
+            # earlier history (often with a fresh model) never reuses that history's call ids.
+            call_id = call.call_id or f"call_{len(request.history)}_{i + 1}"
             yield FunctionCallEvent(call_id=call_id, name=call.name, arguments=arguments)
         prompt_words = sum(len(str(item.get("content") or item.get("output") or "").split())
                            for item in request.history[-4:])
