@@ -1,0 +1,213 @@
+"""Record a model's exchanges to a JSONL cassette, and replay them later with no network and no key.
+
+A cassette holds one line per model request::
+
+    {"model": "gpt-4.1-mini",
+     "request": {"items": 3, "tools": ["read_file"], "fingerprint": "…", "last": [<the items the model had
+                 not seen yet: the user message or the tool outputs, without call ids>]},
+     "events": [{"type": "text", "text": "…"}, {"type": "function_call", "call_id": "…", "name": "…",
+                 "arguments": "…"}, {"type": "usage", "input_tokens": 12, "output_tokens": 3}],
+     "error": "…"}                     # only when the request failed (replayed as the same ModelError)
+
+The request part is a summary, not the request: a cassette never holds the system prompt, an API key or any
+header, and a known key that shows up in a tool output is redacted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..history import Item
+from .base import FunctionCallEvent, Model, ModelError, ModelEvent, ModelRequest, TextDelta, UsageEvent
+
+REDACTED = "[redacted]"
+
+
+def _secrets(model: object | None = None) -> list[str]:
+    keys = [os.environ.get("OPENAI_API_KEY"), getattr(model, "_api_key", None)]
+    client = getattr(model, "_client", None)
+    keys.append(getattr(client, "api_key", None))
+    return [k for k in keys if isinstance(k, str) and len(k) >= 8]
+
+
+def _redact(value: Any, secrets: list[str]) -> Any:
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, dict):
+        return {k: _redact(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact(v, secrets) for v in value]
+    return value
+
+
+def _without_ids(item: Item) -> Item:
+    return {k: v for k, v in item.items() if k != "call_id"}
+
+
+def unseen_items(history: list[Item]) -> list[Item]:
+    """The trailing items the model has not answered yet: user messages and tool outputs after its last turn."""
+    start = len(history)
+    while start > 0:
+        previous = history[start - 1]
+        if previous.get("type") == "function_call" or previous.get("role") == "assistant":
+            break
+        start -= 1
+    return history[start:]
+
+
+def summarize_request(request: ModelRequest, secrets: Sequence[str] = ()) -> dict[str, Any]:
+    """What a cassette records of a request: enough to notice a replay going off script, nothing secret.
+
+    ``fingerprint`` is a hash of the whole history with call ids left out (they differ between runs of a real
+    model); ``last`` is the part of the history the model is answering.
+    """
+    history = _redact([_without_ids(item) for item in request.history], list(secrets))
+    canonical = json.dumps(history, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    tail = len(unseen_items(request.history))
+    return {
+        "items": len(request.history),
+        "tools": sorted(str(t.get("name") or t.get("function", {}).get("name")) for t in request.tools),
+        "fingerprint": hashlib.sha256(canonical.encode()).hexdigest()[:16],
+        "last": history[len(history) - tail:],
+    }
+
+
+def event_to_dict(event: ModelEvent) -> dict[str, Any]:
+    """A model event as a JSON-ready dict (``type`` is ``text``, ``function_call`` or ``usage``)."""
+    if isinstance(event, TextDelta):
+        return {"type": "text", "text": event.text}
+    if isinstance(event, FunctionCallEvent):
+        return {"type": "function_call", "call_id": event.call_id, "name": event.name, "arguments": event.arguments}
+    if isinstance(event, UsageEvent):
+        return {"type": "usage", "input_tokens": event.input_tokens, "output_tokens": event.output_tokens}
+    raise TypeError(f"not a model event: {event!r}")
+
+
+def event_from_dict(data: dict[str, Any]) -> ModelEvent:
+    """The inverse of :func:`event_to_dict`."""
+    kind = data.get("type")
+    if kind == "text":
+        return TextDelta(data["text"])
+    if kind == "function_call":
+        return FunctionCallEvent(call_id=data["call_id"], name=data["name"], arguments=data["arguments"])
+    if kind == "usage":
+        return UsageEvent(input_tokens=data.get("input_tokens", 0), output_tokens=data.get("output_tokens", 0))
+    raise ValueError(f"unknown cassette event type {kind!r}")
+
+
+class RecordingModel:
+    """Wraps any model and appends each of its exchanges to a JSONL cassette as the exchange ends.
+
+    ``RecordingModel(OpenAIResponsesModel("gpt-4.1-mini"), "run.jsonl")`` behaves exactly like the model it
+    wraps. Lines are appended (delete the file to record afresh). A request that fails is recorded with its
+    ``error``; one cut short by an abort is recorded with ``"interrupted": true``.
+    """
+
+    def __init__(self, inner: Model, path: str | os.PathLike[str]):
+        self.inner = inner
+        self.path = Path(path)
+        self.name = getattr(inner, "name", type(inner).__name__)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        secrets = _secrets(self.inner)
+        record: dict[str, Any] = {"model": self.name, "request": summarize_request(request, secrets), "events": []}
+        stream = self.inner.stream(request)
+        try:
+            async for event in stream:
+                record["events"].append(event_to_dict(event))
+                yield event
+        except ModelError as error:
+            record["error"] = str(error)
+            raise
+        except BaseException:
+            record["interrupted"] = True
+            raise
+        finally:
+            try:
+                aclose = getattr(stream, "aclose", None)
+                if aclose is not None:
+                    await aclose()  # close the inner model's HTTP stream at once on an abort
+            finally:
+                self._write(_redact(record, secrets))
+
+    def _write(self, record: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as file:
+            file.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+class ReplayModel:
+    """Plays a cassette back, one recorded exchange per request, with no network and no key.
+
+    Call ids, text, usage and errors come back exactly as recorded. It raises :class:`ModelError` when the
+    loop asks for more requests than the cassette holds, or when a request clearly differs from the recorded
+    one (another prompt, other tool outputs, other tools, a different history); the message says what differs.
+    ``strict=False`` skips the request checks.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, strict: bool = True):
+        self.path = Path(path)
+        self.strict = strict
+        self.exchanges: list[dict[str, Any]] = []
+        for number, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                self.exchanges.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{self.path}:{number} is not a cassette line ({e.msg})") from None
+        recorded = self.exchanges[0].get("model") if self.exchanges else None
+        self.name = f"replay of {recorded}" if recorded else "replay"
+        self.requests = 0
+
+    @property
+    def remaining(self) -> int:
+        """How many recorded exchanges have not been played yet."""
+        return len(self.exchanges) - self.requests
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        number = self.requests + 1
+        if self.requests >= len(self.exchanges):
+            raise ModelError(f"the cassette {self.path.name} holds {len(self.exchanges)} model request(s), "
+                             f"but the run asked for request {number}: re-record it")
+        exchange = self.exchanges[self.requests]
+        self.requests += 1
+        if self.strict:
+            differences = compare_requests(exchange.get("request", {}), summarize_request(request, _secrets()))
+            if differences:
+                raise ModelError(f"request {number} does not match the cassette {self.path.name}: "
+                                 + "; ".join(differences))
+        for data in exchange.get("events", []):
+            yield event_from_dict(data)
+        if "error" in exchange:
+            raise ModelError(exchange["error"])
+        if exchange.get("interrupted"):
+            raise ModelError(f"the cassette {self.path.name} was recorded from a run stopped during request "
+                             f"{number}; it holds nothing after this point")
+
+
+def compare_requests(recorded: dict[str, Any], live: dict[str, Any]) -> list[str]:
+    """Readable differences between a recorded request summary and a live one (empty when they match)."""
+    differences = []
+    if recorded.get("last") != live["last"]:
+        differences.append(f"the new input differs: recorded {_short(recorded.get('last'))}, "
+                           f"now {_short(live['last'])}")
+    if recorded.get("tools") != live["tools"]:
+        differences.append(f"the tools differ: recorded {recorded.get('tools')}, now {live['tools']}")
+    if recorded.get("items") != live["items"]:
+        differences.append(f"the history has {live['items']} items, the recording had {recorded.get('items')}")
+    if not differences and recorded.get("fingerprint") != live["fingerprint"]:
+        differences.append("the earlier history differs from the recording")
+    return differences
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
