@@ -8,5 +8,5 @@ notebooks=("$@")
 for nb in "${notebooks[@]}"; do
     echo "executing $nb"
     python -m jupyter nbconvert --to notebook --execute --inplace \
-        --ExecutePreprocessor.timeout=120 "$nb"
+        --ExecutePreprocessor.timeout=120 --ExecutePreprocessor.store_widget_state=False "$nb"
 done
