@@ -81,9 +81,15 @@ class RepeatedCallGuard:
 class NoProgressGuard:
     """Detects grinding: a call cycle of period 1-3 filling the window, or stale model turns."""
 
+    PERIODS = (1, 2, 3)
+
     def __init__(self, window: int | None, max_stale_turns: int | None):
         self.window = window or 0
-        self.recent: deque[tuple[str, str]] = deque(maxlen=max(self.window, 1))
+        self.recent: deque[tuple[str, str]] = deque(maxlen=max(self.PERIODS))
+        # For each period p: how many calls in a row have equalled the call p places before them. The last
+        # `window` calls repeat with period p exactly when that run is at least window - p long, so each call
+        # is checked in O(1) whatever the window size.
+        self.runs = dict.fromkeys(self.PERIODS, 0)
         self.max_stale = max_stale_turns or 0
         self.stale = 0
         self.last_turn: tuple | None = None
@@ -91,13 +97,14 @@ class NoProgressGuard:
     def record_call(self, name: str, arguments: str) -> Trip | None:
         if not self.window:
             return None
-        self.recent.append((name, normalize_arguments(arguments)))
-        if len(self.recent) < self.window:
-            return None
-        calls = list(self.recent)
-        for period in (1, 2, 3):
-            if period < self.window and all(calls[i] == calls[i - period] for i in range(period, self.window)):
-                cycle = ", ".join(f"{n} {short(a, 40)}" for n, a in calls[:period])
+        call = (name, normalize_arguments(arguments))
+        for period in self.PERIODS:
+            repeats = len(self.recent) >= period and self.recent[-period] == call
+            self.runs[period] = self.runs[period] + 1 if repeats else 0
+        self.recent.append(call)
+        for period in self.PERIODS:
+            if period < self.window and self.runs[period] >= self.window - period:
+                cycle = ", ".join(f"{n} {short(a, 40)}" for n, a in list(self.recent)[-period:])
                 return Trip(
                     "no_progress",
                     f"the last {self.window} tool calls repeat a cycle of {period}: {cycle}",
