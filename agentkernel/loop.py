@@ -200,12 +200,12 @@ class AgentLoop:
         stopper = asyncio.ensure_future(self.stop.wait())
         timeout = None if self.deadline is None else max(self.deadline - time.monotonic(), 0)
         try:
-            await asyncio.wait({task, stopper}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait({task, stopper}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stopper.cancel()
             if not task.done():
                 task.cancel()
-        if not task.cancelled() and task.done():
+        if task in done:  # its own outcome, whatever it is, even if the stop came at the same moment
             return task.result()
         # Let the cancelled stream close its connection (so the server sees the disconnect); tools running in
         # threads are abandoned at once.

@@ -255,6 +255,11 @@ async def run_call(
             call.status = "ok"
         except ToolTimeout:
             call.status, call.output = "error", f"error: {call.name} timed out after {tool.timeout:g} s"
+        except asyncio.CancelledError:
+            if asyncio.current_task().cancelling():  # the round is being stopped: let the cancellation through
+                raise
+            # Something inside the tool was cancelled, not the tool: that is the tool's own failure.
+            call.status, call.output = "error", f"error: {call.name} was cancelled"
         except Exception as e:  # a tool's own failure is the model's to see, not the loop's to raise
             call.status, call.output = "error", f"error: {type(e).__name__}: {e}"
     finally:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from runtime_helpers import calls, outputs, run_sync
 
-from agentkernel import Call, ScriptedModel, Turn, tool, validate_history
+from agentkernel import STATUSES, Call, GuardConfig, Limits, ScriptedModel, StopSignal, Turn, tool, validate_history
 
 
 @tool
@@ -151,3 +151,40 @@ def test_events_tell_a_listener_what_happens():
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Let me look.Done now."
     assert [e.text for e in events if isinstance(e, MessageDone)] == ["Let me look.", "Done now."]
     assert [e.call.output for e in events if isinstance(e, ToolCallFinished)] == ["contents of a (20 lines)"]
+
+
+def _scenarios() -> dict[str, dict]:
+    """One small run for each status."""
+    stopped = StopSignal()
+    stopped.set()
+    read = [Call("read_file", {"path": f"{i}.ts"}) for i in range(10)]
+    same = [Call("read_file", {"path": "a.ts"})] * 10
+    return {
+        "complete": {"model": ScriptedModel(["hi"])},
+        "aborted": {"model": ScriptedModel(["hi"]), "stop": stopped},
+        "fatal_error": {"model": ScriptedModel([Turn(error="boom")])},
+        "repeated_tool_call": {"model": ScriptedModel(same), "guards": GuardConfig(max_stale_turns=0)},
+        "no_progress": {"model": ScriptedModel([Turn()] * 5)},
+        "tool_failure": {"model": ScriptedModel([Call("broken", {"path": f"{i}"}) for i in range(5)])},
+        "hit_iteration_cap": {"model": ScriptedModel(read), "limits": Limits(max_iterations=2)},
+        "hit_token_cap": {"model": ScriptedModel(read), "limits": Limits(max_tokens=15)},
+        "hit_wall_clock": {"model": ScriptedModel([Turn(text="slow " * 50, delay=0.01)]),
+                           "limits": Limits(max_seconds=0.05)},
+        "hit_tool_call_cap": {"model": ScriptedModel([read[:3]]), "limits": Limits(max_tool_calls=2)},
+    }
+
+
+def test_every_status_is_reachable_and_only_complete_needs_no_human():
+    scenarios = _scenarios()
+    assert set(scenarios) == set(STATUSES)
+    for status, options in scenarios.items():
+        result = run_sync("go", tools=[read_file, broken], **options)
+        assert result.status == status, result.summary
+        assert result.requires_human is (status != "complete")
+        assert result.code == status.upper()
+        summary = result.summary
+        assert summary.endswith(".") and "\n" not in summary and ".." not in summary
+        if status != "complete":
+            assert summary.startswith(f"Stopped with {status.upper()} after ") and result.detail
+            assert result.message.startswith(status.upper() + ": ")
+        validate_history(result.history)

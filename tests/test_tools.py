@@ -226,6 +226,19 @@ def test_a_tool_that_raises_timeout_error_itself_is_not_reported_as_a_timeout():
     assert outputs(result.history)[0]["output"] == "error: TimeoutError: the server did not answer"
 
 
+def test_a_tool_whose_own_awaited_work_is_cancelled_fails_like_any_tool():
+    @tool
+    async def flaky() -> str:
+        """Awaits a future that someone else cancels (the run itself is not being stopped)."""
+        future = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_later(0.01, future.cancel)
+        return await future
+
+    result = run_sync("go", model=ScriptedModel([Call("flaky"), "it failed"]), tools=[flaky])
+    assert result.status == "complete"
+    assert outputs(result.history)[0]["output"] == "error: flaky was cancelled"
+
+
 def test_non_string_results_are_serialized():
     @tool
     def stats() -> dict:
