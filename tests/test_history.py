@@ -6,6 +6,8 @@ import asyncio
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from runtime_helpers import calls, outputs, run_sync
 
 from agentkernel import (
@@ -266,3 +268,27 @@ def test_a_model_that_reuses_call_ids_still_leaves_every_call_answered():
     assert len(set(ids)) == 4 and all(ids)
     assert [o["output"] for o in outputs(result.history)] == [f"contents of {p}" for p in "abcd"]
     assert [o["call_id"] for o in outputs(result.history)] == ids
+
+
+items = st.one_of(
+    st.builds(call, st.sampled_from("abcd")),
+    st.builds(out, st.sampled_from("abcde")),
+    st.builds(assistant_message, st.just("text")),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(items, max_size=12))
+def test_repair_makes_any_history_valid_and_keeps_what_was_valid(history):
+    repaired = repair_history(history)
+    validate_history(repaired)
+    assert repair_history(repaired) == repaired
+    # Nothing is invented except synthetic outputs, and messages and first calls all survive in order.
+    assert [i for i in repaired if not i.get("synthetic")] == [
+        i for i in repaired if i in history and not i.get("synthetic")
+    ]
+    assert [i for i in repaired if i["type"] == "message"] == [i for i in history if i["type"] == "message"]
+    first_calls = list({i["call_id"]: i for i in reversed(history) if i["type"] == "function_call"}.values())
+    assert sorted(c["call_id"] for c in calls(repaired)) == sorted(c["call_id"] for c in first_calls)
+    if not history_problems(history):
+        assert repaired == history
