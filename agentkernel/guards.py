@@ -20,7 +20,7 @@ class GuardConfig:
     stuck_window: int | None = 8
     """Stop when the last this-many calls repeat with a period of 1-3 on (tool, normalized arguments)."""
     max_stale_turns: int | None = 3
-    """Stop after this many model turns in a row that are empty or identical to the turn before."""
+    """Stop after this many model turns in a row that are empty or identical (outputs included) to the one before."""
     max_consecutive_failures: int | None = 3
     """Stop after this many rounds in a row in which every tool call failed."""
 
@@ -111,10 +111,15 @@ class NoProgressGuard:
                 )
         return None
 
-    def record_turn(self, text: str, calls: list[tuple[str, str]]) -> Trip | None:
+    def record_turn(self, text: str, calls: list[tuple[str, str, str]]) -> Trip | None:
+        """Record a model turn: its text and its calls as (name, arguments, output).
+
+        A turn is stale when it is empty, or when its text, its calls and what they returned all equal the turn
+        before: the model learned nothing new. The same call getting a new output (polling) is progress.
+        """
         if not self.max_stale:
             return None
-        turn = (text.strip(), tuple((name, normalize_arguments(args)) for name, args in calls))
+        turn = (text.strip(), tuple((name, normalize_arguments(args), output) for name, args, output in calls))
         empty = not turn[0] and not turn[1]
         self.stale = self.stale + 1 if empty or turn == self.last_turn else 0
         self.last_turn = turn

@@ -139,18 +139,17 @@ class AgentLoop:
             for call in calls:
                 self._commit_call(call)
 
-            trip = self.budget.after_response(self.usage.total_tokens) or self.no_progress.record_turn(
-                "".join(text), [(c.name, c.arguments) for c in calls]
-            )
-            if trip:
+            if trip := self.budget.after_response(self.usage.total_tokens):
                 self._commit_outputs(calls, f"not run: the loop stopped ({trip.status.upper()})")
                 return trip
             if not calls:
                 if "".join(text).strip():
                     return Trip("complete", "")
+                if trip := self.no_progress.record_turn("", []):
+                    return trip
                 continue  # an empty turn: ask again (the no-progress guard bounds this)
 
-            if trip := await self._run_tools(calls):
+            if trip := await self._run_tools("".join(text), calls):
                 return trip
 
     async def _sample(self, text: list[str], calls: list[ToolCall]) -> None:
@@ -169,7 +168,7 @@ class AgentLoop:
                     self.emit(UsageUpdated(self.usage))
         self.usage.requests += 1
 
-    async def _run_tools(self, calls: list[ToolCall]) -> Trip | None:
+    async def _run_tools(self, text: str, calls: list[ToolCall]) -> Trip | None:
         left = self.budget.tool_calls_left(self.tool_calls)
         runnable = calls if left is None else calls[:left]
         for call in calls[len(runnable):]:
@@ -189,6 +188,7 @@ class AgentLoop:
         for call in runnable:
             trip = (trip or self.repeats.record(call.name, call.arguments, call.output)
                     or self.no_progress.record_call(call.name, call.arguments))
+        trip = trip or self.no_progress.record_turn(text, [(c.name, c.arguments, c.output) for c in calls])
         trip = trip or self.failures.record_round(sum(c.failed for c in runnable), len(runnable))
         if trip is None and len(runnable) < len(calls):
             trip = self.budget.tool_call_trip()

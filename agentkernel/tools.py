@@ -78,8 +78,10 @@ def tool(
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    paragraphs = doc.split("\n\n")
-    description = " ".join(paragraphs[0].split()) if paragraphs and not paragraphs[0].startswith("Args:") else ""
+    # Everything before an Args:/Returns:-style section is the description; paragraphs are kept apart.
+    head = re.split(r"^(?:Args|Arguments|Parameters|Returns|Raises|Example|Examples):\s*$", doc, maxsplit=1,
+                    flags=re.MULTILINE)[0]
+    description = "\n\n".join(" ".join(p.split()) for p in head.split("\n\n") if p.strip())
     arg_docs: dict[str, str] = {}
     match = re.search(r"^(?:Args|Arguments|Parameters):\s*\n((?:[ \t]+.*\n?)+)", doc, re.MULTILINE)
     if match:
@@ -93,6 +95,15 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
             elif current and line.strip():  # a continuation line, even one that looks like "word: text"
                 arg_docs[current] += " " + line.strip()
     return description, arg_docs
+
+
+def _json_default(value: Any) -> Any:
+    """A default as the schema can hold it: JSON values as they are, anything else (a Path, ...) as its str."""
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return value
 
 
 def _json_type(hint: Any) -> dict[str, Any]:
@@ -133,7 +144,7 @@ def _parameters_schema(fn: Callable[..., Any], arg_docs: dict[str, str]) -> dict
         if param.default is param.empty:
             required.append(pname)
         elif param.default is not None:
-            prop["default"] = param.default
+            prop["default"] = _json_default(param.default)
         properties[pname] = prop
     return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
 

@@ -195,13 +195,24 @@ def test_no_progress_after_three_empty_turns():
     assert "empty" in result.detail
 
 
-def test_no_progress_on_identical_turns_with_varying_outputs():
-    script = [Turn(text="Let me look again.", calls=[Call("fresh", {"path": "x"})])] * 10
+def test_identical_turns_with_varying_outputs_are_progress_until_the_cycle_window():
+    # Polling: the same call getting a new output each time is not a stale turn, and not a repeat. Only the
+    # call-cycle window (8 calls on name + arguments alone) ends it.
+    script = [Turn(text="Let me look again.", calls=[Call("fresh", {"path": "x"})])] * 20
     result = run_sync("hi", model=ScriptedModel(script), tools=[fresh])
     assert result.status == "no_progress"
+    assert result.rounds == 8
+    assert "cycle of 1" in result.detail
+    assert not outputs(result.history)[-1]["output"].startswith("not run")
+    validate_history(result.history)
+
+
+def test_no_progress_on_identical_turns_with_identical_outputs():
+    script = [Turn(text="Let me look again.", calls=[Call("read_file", {"path": "x"})])] * 10
+    result = run_sync("hi", model=ScriptedModel(script), tools=[read_file], guards=GuardConfig(repeat_limit=0))
+    assert result.status == "no_progress"
     assert result.rounds == 4  # the fourth turn is the third in a row identical to the one before
-    # The calls of the turn that tripped the guard still get an output.
-    assert outputs(result.history)[-1]["output"].startswith("not run")
+    assert "repeated the one before" in result.detail
     validate_history(result.history)
 
 

@@ -46,7 +46,8 @@ def test_schema_from_signature_hints_defaults_and_docstring():
     schema = search.schema()
     assert schema["type"] == "function"
     assert schema["name"] == "search"
-    assert schema["description"] == "Search files for a pattern."
+    # Every paragraph before Args: is the description the model sees.
+    assert schema["description"] == "Search files for a pattern.\n\nOnly text files are searched."
     params = schema["parameters"]
     assert params["type"] == "object"
     assert params["required"] == ["pattern"]
