@@ -119,7 +119,7 @@ class AgentMagics(Magics):
         named for it (e.g. ``RepeatedToolCall``). In a notebook the cell is awaited so that Stop works while it
         runs; here (autoawait off) the loop runs in a worker thread and only the kernel interrupt stops it.
         """
-        run = self.prepare(line, cell)
+        run = self.prepare(line, cell, clickable=False)
         context = contextvars.copy_context()  # so the worker thread's output lands in this cell
         done = threading.Event()
         failure: list[BaseException] = []
@@ -170,8 +170,12 @@ class AgentMagics(Magics):
             return cell.strip()
         return " ".join(self.parse(line).prompt)
 
-    def prepare(self, line: str, cell: str | None) -> CellRun:
-        """Parse the options, resolve model and tools, and show the panel; raise AgentConfigError when unusable."""
+    def prepare(self, line: str, cell: str | None, *, clickable: bool = True) -> CellRun:
+        """Parse the options, resolve model and tools, and show the panel; raise AgentConfigError when unusable.
+
+        ``clickable`` is False for the worker-thread fallback: a blocking cell gets no clicks until it ends, so
+        Approve / Deny could never be answered there.
+        """
         args = self.parse(line)
         if not self.prompt_of(line, cell) and not args.resume:
             raise UsageError("the prompt is empty: write it in the cell body below %%agent (or after %agent)")
@@ -200,7 +204,7 @@ class AgentMagics(Magics):
             guards=GuardConfig(repeat_limit=self.pick(args.repeat_limit, self.repeat_limit)),
             stop=stop,
             on_event=fan_out(panel, record),
-            approve=self.approver(panel, allow_writes),
+            approve=self.approver(panel, allow_writes, clickable),
             transcript=self.transcripts,
         )
         bundle = panel.widget._repr_mimebundle_()
@@ -269,10 +273,10 @@ class AgentMagics(Magics):
             raise AgentConfigError("--continue needs a previous run: run a %%agent cell first (its result is _agent)")
         return previous.history
 
-    def approver(self, panel: Panel, allow_writes: bool) -> Approver | None:
+    def approver(self, panel: Panel, allow_writes: bool, clickable: bool = True) -> Approver | None:
         if allow_writes:
             return lambda call, tool: True
-        if os.environ.get("CI") or os.environ.get("AGENTKERNEL_NONINTERACTIVE"):
+        if not clickable or os.environ.get("CI") or os.environ.get("AGENTKERNEL_NONINTERACTIVE"):
             return None  # nobody can click: side-effecting calls are denied and the model is told why
         return lambda call, tool: panel.approve(call, tool, self.approval_timeout or None)
 

@@ -19,6 +19,7 @@ from IPython import get_ipython
 
 _CELL = re.compile(r"^%%agent(?:\s+(?P<line>.*))?$")
 _LINE = re.compile(r"^%agent\s+(?P<line>.*\S)$")
+_HELP = re.compile(r"^%%?agent\s*\?{1,2}$")
 
 
 def rewrite_agent_cell(lines: list[str]) -> list[str]:
@@ -31,7 +32,7 @@ def rewrite_agent_cell(lines: list[str]) -> list[str]:
         return lines
     head = lines[first].rstrip("\n")
     body = "".join(lines[first + 1:])
-    if head.rstrip().endswith("?"):  # %%agent? asks for help: leave it to IPython
+    if _HELP.match(head.strip()):  # %%agent? asks for help: leave it to IPython
         return lines
     cell = _CELL.match(head.rstrip())
     if cell:
