@@ -30,7 +30,7 @@ from .guards import Budget, FailureGuard, GuardConfig, Limits, NoProgressGuard, 
 from .models.base import FunctionCallEvent, Model, ModelError, ModelRequest, TextDelta, UsageEvent
 from .result import LoopResult, Usage, summarize
 from .stop import StopSignal
-from .tools import Approver, Tool, ToolCall, as_registry, run_round
+from .tools import Approver, Tool, ToolCall, ToolStatus, as_registry, run_round
 
 DEFAULT_SYSTEM_PROMPT = """\
 You are an assistant working inside a bounded tool-use loop in a Jupyter notebook.
@@ -140,7 +140,7 @@ class AgentLoop:
                 self._commit_call(call)
 
             if trip := self.budget.after_response(self.usage.total_tokens):
-                self._commit_outputs(calls, f"not run: the loop stopped ({trip.status.upper()})")
+                self._commit_outputs(calls, f"not run: the loop stopped ({trip.status.upper()})", "not_run")
                 return trip
             if not calls:
                 if "".join(text).strip():
@@ -171,9 +171,7 @@ class AgentLoop:
     async def _run_tools(self, text: str, calls: list[ToolCall]) -> Trip | None:
         left = self.budget.tool_calls_left(self.tool_calls)
         runnable = calls if left is None else calls[:left]
-        for call in calls[len(runnable):]:
-            call.status, call.output, call.synthetic = "not_run", "not run: tool-call budget exhausted", True
-            self.emit(ToolCallFinished(call))
+        refused = calls[len(runnable):]
         self.tool_calls += len(runnable)
         try:
             await self._race(run_round(runnable, self.tools, self.approve,
@@ -182,7 +180,8 @@ class AgentLoop:
         except _Stopped as stopped:
             return stopped.trip
         finally:  # also when the task running the loop is cancelled: keep the outputs of the calls that finished
-            self._commit_outputs(calls, ABORTED_OUTPUT)
+            self._commit_outputs(runnable, ABORTED_OUTPUT)
+            self._commit_outputs(refused, "not run: tool-call budget exhausted", "not_run")
 
         trip = None
         for call in runnable:
@@ -190,7 +189,7 @@ class AgentLoop:
                     or self.no_progress.record_call(call.name, call.arguments))
         trip = trip or self.no_progress.record_turn(text, [(c.name, c.arguments, c.output) for c in calls])
         trip = trip or self.failures.record_round(sum(c.failed for c in runnable), len(runnable))
-        if trip is None and len(runnable) < len(calls):
+        if trip is None and refused:
             trip = self.budget.tool_call_trip()
         return trip
 
@@ -233,11 +232,12 @@ class AgentLoop:
             self.last_text = text
             self.emit(MessageDone(text))
 
-    def _commit_outputs(self, calls: list[ToolCall], unfinished: str) -> None:
-        """Append every call's output in request order, synthesizing one for calls that never finished."""
+    def _commit_outputs(self, calls: list[ToolCall], unfinished: str, status: ToolStatus = "aborted") -> None:
+        """Append every call's output in request order, synthesizing one (with ``status``) for calls that never
+        finished or never started."""
         for call in calls:
             if call.status is None:
-                call.status, call.output, call.synthetic = "aborted", unfinished, True
+                call.status, call.output, call.synthetic = status, unfinished, True
                 if call.started:
                     call.duration = time.monotonic() - call.started
                 self.emit(ToolCallFinished(call))

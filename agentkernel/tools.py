@@ -258,7 +258,7 @@ async def run_call(
             if inspect.isawaitable(verdict):
                 verdict = await verdict
             if not verdict:
-                why = "the user denied it" if approve else "no one is there to approve side effects"
+                why = "the user denied it" if approve else "no one is there to approve it"
                 call.status, call.output = "denied", f"denied: {call.name} has side effects and {why}"
                 return
         try:

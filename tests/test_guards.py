@@ -254,6 +254,10 @@ def test_hit_token_cap():
     assert result.usage.total_tokens >= 30
     assert 1 <= result.rounds < 8
     validate_history(result.history)
+    # The calls of the response that went over budget never ran: they say so, and are marked not_run.
+    last = result.history[-1]
+    assert last["type"] == "function_call_output" and last["synthetic"]
+    assert last["output"] == "not run: the loop stopped (HIT_TOKEN_CAP)"
 
 
 def test_hit_wall_clock_mid_stream():
@@ -316,7 +320,8 @@ def test_hit_tool_call_cap():
     not_run = "not run: tool-call budget exhausted"
     assert [o["output"] for o in round2] == ["contents of c", "contents of d", not_run, not_run]
     assert [o.get("synthetic", False) for o in round2] == [False, False, True, True]  # written by the runtime
-    assert sorted(finished) == ["not_run", "not_run", "ok", "ok", "ok", "ok"]  # the UI hears of every call
+    # The UI hears of every call, in request order: the calls that ran, then those the budget refused.
+    assert finished == ["ok", "ok", "ok", "ok", "not_run", "not_run"]
     assert [f["output"] for f in result.partial_findings] == [f"contents of {p}" for p in "abcd"]
     validate_history(result.history)
 
