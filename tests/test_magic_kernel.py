@@ -197,6 +197,7 @@ def test_interrupt_aborts_cleanly_and_aborts_queued_cells(kernel: KernelSession)
     assert cell.status == "error"
     (error,) = cell.errors
     assert error["ename"] == "KeyboardInterrupt", cell.describe()
+    assert not any("agentkernel" in line for line in error["traceback"]), error["traceback"]  # no internal frames
     assert static_rendering(cell)["text/plain"].startswith("agent: aborted")  # rendered before the error
     assert queued.wait().status == "aborted" and queued.stdout == "", queued.describe()
     assert_aborted_with_valid_history(kernel)

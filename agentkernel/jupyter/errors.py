@@ -16,6 +16,18 @@ class AgentConfigError(AgentError):
     """The cell cannot run as configured (no model, unknown tool, bad value); the message says how to fix it."""
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """The kernel interrupt stopped a run cleanly; the cell still ends with a KeyboardInterrupt, so queued cells
+    do not run, but without the package's stack frames (which would put machine paths into saved notebooks)."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"\x1b[0;31mKeyboardInterrupt\x1b[0m: {self}"]
+
+
+# The error output's ename is the class name; Jupyter users expect to read KeyboardInterrupt there.
+RunInterrupted.__name__ = RunInterrupted.__qualname__ = "KeyboardInterrupt"
+
+
 class AgentStop(AgentError):
     """A run stopped by a guard, a budget or a model failure. The message begins with the status code."""
 

@@ -33,7 +33,7 @@ from ..models.base import Model
 from ..result import LoopResult
 from ..stop import StopSignal
 from ..tools import Approver, Tool, tool
-from .errors import STOP_ERRORS, AgentConfigError
+from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
 from .panel import PANEL_TEXT, Panel
 from .render import RunRecord, render_html, render_text
 
@@ -321,7 +321,7 @@ class AgentMagics(Magics):
         bundle["text/plain"] = render_text(result, run.record)
         display(bundle, raw=True)
         if run.interrupted:
-            raise KeyboardInterrupt("the agent run was interrupted; its history is kept in _agent") from None
+            raise RunInterrupted("the agent run was interrupted; its history is kept in _agent") from None
         if result.status in STOP_ERRORS:
             raise STOP_ERRORS[result.status](result) from None
 
