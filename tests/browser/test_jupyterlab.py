@@ -1,0 +1,195 @@
+"""``%%agent`` end to end in a real JupyterLab and Chromium: Stop, tool-call sections, guard errors, interrupt,
+approval.
+
+The kernel-level tests prove the protocol with a bare kernel client; these prove what a person sees. JupyterLab 4.6
+sends widget clicks as ``comm_msg`` tagged with a kernel-subshell id, so only a real front end shows whether the
+Stop button still reaches an awaiting ``%%agent`` cell. Run with ``python -m pytest -m browser tests/browser``;
+screenshots of every step go to artifacts/browser/.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from importlib.metadata import version
+
+import pytest
+from lab import MEASUREMENTS, LabServer, NotebookPage, write_notebook
+from playwright.sync_api import expect
+
+pytestmark = pytest.mark.browser
+
+SETUP = "%load_ext agentkernel\nfrom agentkernel import Call, ScriptedModel, Turn, tool\n"
+SLOW = SETUP + "slow = ScriptedModel(lambda req: Turn(text='word ' * 300, delay=0.05))  # 15 s of streaming"
+NOTES = "hello from notes.txt\n"
+
+NOTEBOOKS = {
+    "stop.ipynb": [
+        SLOW,
+        "%%agent -m slow\nTell me a long story.",
+        "from agentkernel import validate_history\n"
+        "validate_history(_agent.history)\n"
+        "print('after stop:', _agent.status)",
+    ],
+    "calls.ipynb": [
+        SETUP + "reader = ScriptedModel([Call('read_file', {'path': 'notes.txt'}), 'The notes say hello.'])",
+        "%%agent -m reader --tools read_file\nWhat do the notes say?",
+    ],
+    "guard.ipynb": [
+        SETUP + "looping = ScriptedModel([Call('read_file', {'path': 'notes.txt'})] * 5)",
+        "%%agent -m looping --tools read_file\nRead the notes.",
+        "print('after guard:', _agent.status)",
+    ],
+    "interrupt.ipynb": [
+        SLOW,
+        "%%agent -m slow\nTell me a long story.",
+        "print('after interrupt:', _agent.status)",
+    ],
+    "approval.ipynb": [
+        SETUP + '''
+@tool(read_only=False)
+def write_note(text: str) -> str:
+    """Append a line to note.txt."""
+    with open("note.txt", "a") as f:
+        f.write(text + "\\n")
+    return f"wrote {len(text)} characters"
+
+def approval_model():
+    return ScriptedModel([Call("write_note", {"text": "hello"}), "Done."])
+
+to_approve, to_deny = approval_model(), approval_model()''',
+        "%%agent -m to_approve --tools write_note\nWrite hello into the note.",
+        "%%agent -m to_deny --tools write_note\nWrite hello into the note.",
+    ],
+}
+
+OpenNotebook = Callable[[str], NotebookPage]
+JUPYTERLAB = tuple(int(part) for part in re.findall(r"\d+", version("jupyterlab"))[:2])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def notebooks(lab_server: LabServer) -> None:
+    for name, cells in NOTEBOOKS.items():
+        write_notebook(lab_server.root / name, cells)
+    (lab_server.root / "notes.txt").write_text(NOTES)
+
+
+def start_slow_run(nb: NotebookPage) -> None:
+    """Run the setup cell and the slow ``%%agent`` cell; return once its panel streams text."""
+    nb.run_and_wait(0)
+    nb.run(1)
+    expect(nb.stop_button(1)).to_be_enabled()
+    expect(nb.status(1)).to_contain_text("running · round 1")
+    expect(nb.output(1)).to_contain_text("word word word")
+
+
+def test_stop_button_aborts_the_run_within_a_second(open_notebook: OpenNotebook) -> None:
+    nb = open_notebook("stop.ipynb")
+    start_slow_run(nb)
+    nb.run(2)  # queued behind the agent cell: it must run once Stop ends the run
+    nb.shot("stop-1-running", 1)
+
+    nb.arm_timer(1, nb.stop_button(1), "aborted")
+    nb.stop_button(1).click()
+    latency = nb.latency()
+    nb.wait_done(2)
+    nb.shot("stop-2-aborted", 1)
+
+    MEASUREMENTS.append(f"Stop button: {latency}")
+    clicks = ", ".join(f"{c['channel']} channel, subshell_id={c['subshell_id']}" for c in nb.sent_clicks)
+    MEASUREMENTS.append(f"Stop click sent by JupyterLab as comm_msg on: {clicks}")
+    assert nb.sent_clicks, "the page sent no widget click to the kernel"
+    if JUPYTERLAB >= (4, 6):  # sends comms over kernel subshells: this run proved Stop works through one
+        assert all(c["subshell_id"] for c in nb.sent_clicks), nb.sent_clicks
+    assert latency.done < 1.0, f"the cell ended {latency.done:.3f} s after the click"
+    expect(nb.status(1)).to_contain_text("aborted")
+    expect(nb.stop_button(1)).to_be_disabled()
+    expect(nb.errors(1)).to_have_count(0)  # Stop is not an error
+    expect(nb.output(2)).to_have_text(re.compile(r"after stop: aborted"))  # history valid, next cell ran
+
+
+def test_tool_call_section_expands_to_arguments_and_output(open_notebook: OpenNotebook) -> None:
+    nb = open_notebook("calls.ipynb")
+    nb.run_and_wait(0)
+    nb.run_and_wait(1)
+    expect(nb.status(1)).to_contain_text("complete")
+    expect(nb.output(1)).to_contain_text("The notes say hello.")
+
+    section = nb.output(1).locator(".jupyter-widget-Collapse")
+    header = section.locator(".jupyter-widget-Collapse-header")
+    contents = section.locator(".jupyter-widget-Collapse-contents")
+    expect(section).to_have_count(1)
+    expect(header).to_have_text(re.compile(r'read_file\(path="notes\.txt"\) · ok · \d+\.\d\d s'))
+    expect(contents).to_be_hidden()  # collapsed by default
+    nb.shot("calls-1-collapsed", 1)
+
+    header.click()
+    expect(contents).to_be_visible()
+    expect(contents).to_contain_text('"path": "notes.txt"')
+    expect(contents).to_contain_text(NOTES.strip())
+    expect(contents).to_contain_text("ok")
+    nb.shot("calls-2-expanded", 1)
+
+
+def test_repeated_call_guard_ends_the_cell_with_an_error(open_notebook: OpenNotebook) -> None:
+    nb = open_notebook("guard.ipynb")
+    nb.run_and_wait(0)
+    nb.run_and_wait(1)
+    nb.shot("guard-1-error", 1)
+
+    expect(nb.status(1)).to_contain_text("repeated_tool_call")
+    expect(nb.errors(1)).to_have_count(1)
+    expect(nb.errors(1)).to_contain_text(re.compile(r"RepeatedToolCall: REPEATED_TOOL_CALL: read_file"))
+    expect(nb.errors(1)).to_contain_text("The partial result is in _agent.")
+    expect(nb.errors(1)).not_to_contain_text("Traceback")  # no internal stack frames
+    nb.run_and_wait(2)
+    expect(nb.output(2)).to_have_text(re.compile(r"after guard: repeated_tool_call"))
+
+
+def test_notebook_interrupt_aborts_cleanly(open_notebook: OpenNotebook) -> None:
+    nb = open_notebook("interrupt.ipynb")
+    start_slow_run(nb)
+    interrupt = nb.toolbar_button("notebook:interrupt-kernel")
+    nb.shot("interrupt-1-running", 1)
+
+    nb.arm_timer(1, interrupt, "aborted")
+    interrupt.click()
+    latency = nb.latency()
+    nb.shot("interrupt-2-aborted", 1)
+    MEASUREMENTS.append(f"Notebook interrupt (toolbar ■): {latency}")
+
+    assert latency.done < 2.0, f"the cell ended {latency.done:.3f} s after the interrupt"
+    expect(nb.status(1)).to_contain_text("aborted")
+    expect(nb.errors(1)).to_have_count(1)
+    expect(nb.errors(1)).to_contain_text("KeyboardInterrupt")
+    nb.run_and_wait(2)  # the kernel is usable, and the run's result was kept
+    expect(nb.output(2)).to_have_text(re.compile(r"after interrupt: aborted"))
+
+
+def test_approve_and_deny_a_side_effecting_tool(open_notebook: OpenNotebook, lab_server: LabServer) -> None:
+    nb = open_notebook("approval.ipynb")
+    nb.run_and_wait(0)
+
+    nb.run(1)
+    expect(nb.button(1, "Approve")).to_be_enabled()
+    expect(nb.output(1)).to_contain_text("write_note has side effects. Run it?")
+    nb.shot("approval-1-asking", 1)
+    nb.button(1, "Approve").click()
+    nb.wait_done(1)
+    expect(nb.output(1)).to_contain_text("Run it? approved")
+    expect(nb.output(1).locator(".jupyter-widget-Collapse-header")).to_contain_text(
+        re.compile(r'write_note\(text="hello"\) · ok'))
+    expect(nb.button(1, "Approve")).to_be_disabled()
+    nb.shot("approval-2-approved", 1)
+
+    nb.run(2)
+    expect(nb.button(2, "Deny")).to_be_enabled()
+    nb.button(2, "Deny").click()
+    nb.wait_done(2)
+    expect(nb.output(2)).to_contain_text("Run it? denied")
+    expect(nb.output(2).locator(".jupyter-widget-Collapse-header")).to_contain_text(
+        re.compile(r'write_note\(text="hello"\) · denied'))
+    expect(nb.status(2)).to_contain_text("complete")
+    nb.shot("approval-3-denied", 2)
+
+    assert (lab_server.root / "note.txt").read_text() == "hello\n"  # written once: approved, then denied
