@@ -83,7 +83,8 @@ class Panel:
         elif isinstance(event, ToolCallFinished):
             self.show_call(event.call)
         elif isinstance(event, RunFinished):
-            self.state = event.result.status
+            result = event.result
+            self.state = result.status if result.ok else f"{result.status}: {html.escape(result.detail)}"
             self.stop_button.disabled = True
         self.refresh()
 
@@ -114,10 +115,11 @@ class Panel:
         section.set_title(0, call_title(call) + duration)
         output = html.escape(cut(call.output, HTML_OUTPUT_CHARS)) if call.status else "(running)"
         colour = STATUS_COLOURS.get(call.status or "", "#555")
+        arguments = html.escape(pretty_arguments(call.arguments))
         section.children[0].value = (
             f'<b style="color: {colour}">{call.status or "running"}</b>'
-            f"<p>arguments</p><pre>{html.escape(pretty_arguments(call.arguments))}</pre>"
-            f"<p>output</p><pre>{output}</pre>"
+            f"<div><i>arguments</i></div><pre style='margin: 0 0 6px'>{arguments}</pre>"
+            f"<div><i>output</i></div><pre style='margin: 0'>{output}</pre>"
         )
 
     def add(self, widget: widgets.Widget) -> None:
@@ -125,7 +127,8 @@ class Panel:
 
     def refresh(self) -> None:
         elapsed = time.monotonic() - self.started
-        self.status.value = (f"<code>{self.state} · round {self.round} · {self.calls} tool calls · "
+        self.status.value = (f"<code>{self.state} · round {self.round} · "
+                             f"{self.calls} tool call{'s' * (self.calls != 1)} · "
                              f"{self.tokens} tokens · {elapsed:.1f} s</code>")
         for key, value in (("rounds", self.round), ("tokens", self.tokens), ("seconds", elapsed),
                            ("calls", self.calls)):
