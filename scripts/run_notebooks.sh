@@ -8,5 +8,6 @@ notebooks=("$@")
 for nb in "${notebooks[@]}"; do
     echo "executing $nb"
     python -m jupyter nbconvert --to notebook --execute --inplace \
-        --ExecutePreprocessor.timeout=120 --ExecutePreprocessor.store_widget_state=False "$nb"
+        --ExecutePreprocessor.timeout=120 --ExecutePreprocessor.store_widget_state=False \
+        --ExecutePreprocessor.record_timing=False "$nb"
 done
