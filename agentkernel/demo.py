@@ -24,7 +24,8 @@ def show(path: Path) -> int:
             continue
         if cell.cell_type != "code":
             continue
-        print(textwrap.indent(cell.source.strip(), "In  "))
+        print(f"In [{cell.get('execution_count') or ' '}]:")
+        print(textwrap.indent(cell.source.strip(), "    "))
         for output in cell.get("outputs", []):
             if output.output_type == "stream":
                 print(output.text.rstrip())

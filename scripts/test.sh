@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Install the test extras (and Debian's Chromium for the browser suite) and run every test:
-# unit and kernel tests, the JupyterLab + Chromium suite, and every teaching notebook through nbval.
+# Install the test extras (and Debian's Chromium for the browser suite) and run every check: ruff, every teaching
+# notebook through nbval (twice), the unit and kernel tests and the JupyterLab + Chromium suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,4 +11,7 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 python -m pip install -q --disable-pip-version-check -e '.[test,browser]'
 
+python -m ruff check .
+# The notebooks run twice (here, then in the full run below): their saved outputs must hold run after run.
+python -m pytest -q -p no:cacheprovider --nbval notebooks
 python -m pytest tests notebooks --nbval "$@"
