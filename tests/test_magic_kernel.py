@@ -311,6 +311,23 @@ def test_tools_option_takes_user_tools(kernel: KernelSession):
     assert [f["output"] for f in kernel.value("_agent.partial_findings")] == ["5", "HI"]
 
 
+def test_prints_from_a_tool_thread_land_in_the_agent_cell(kernel: KernelSession):
+    # A sync tool runs in a worker thread that copies the cell's context, so what it prints is part of the
+    # %%agent cell's output, not of whichever cell runs next.
+    kernel.ok(
+        "@tool\n"
+        "def chatty(n: int) -> str:\n"
+        "    'Print a line, then answer.'\n"
+        "    print(f'tool says {n}')\n"
+        "    return 'ok'\n"
+        "m = ScriptedModel([[Call('chatty', {'n': 1}), Call('chatty', {'n': 2})], 'Done.'])"
+    )
+    cell = kernel.run("%%agent -m m --tools chatty\ntalk")
+    assert cell.status == "ok" and not cell.errors, cell.describe()
+    assert sorted(cell.stdout.splitlines()) == ["tool says 1", "tool says 2"], cell.describe()
+    assert kernel.run("print('next')").stdout == "next\n"
+
+
 def test_unknown_tool_is_a_config_error(kernel: KernelSession):
     kernel.ok("m = ScriptedModel(['unused'])")
     cell = kernel.run("%%agent -m m --tools read_file,nope\nhello")
