@@ -235,6 +235,10 @@ def test_iteration_budget_is_an_error_cell_with_partial_findings(kernel: KernelS
     findings = kernel.value("_agent.partial_findings")
     assert [f["tool"] for f in findings] == ["read_file", "list_dir"]
     assert findings[0]["output"] == "hello"
+    # The panel has a progress bar for the budget that was set (and none for those that were not).
+    bars = [m["content"]["data"]["state"] for m in cell.of_type("comm_open")
+            if m["content"]["data"]["state"].get("_model_name") == "FloatProgressModel"]
+    assert [(b["description"], b["max"]) for b in bars] == [("rounds", 2.0)]
 
 
 # -- options -----------------------------------------------------------------------------------------------------
