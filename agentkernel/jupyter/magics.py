@@ -15,7 +15,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import ipywidgets as widgets
@@ -60,9 +60,9 @@ class CellRun:
     loop: AgentLoop
     panel: Panel
     record: RunRecord
+    prompt: str
     out: str | None
     interrupted: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @magics_class
@@ -126,7 +126,7 @@ class AgentMagics(Magics):
 
         def work() -> None:
             try:
-                context.run(asyncio.run, run.loop.run(self.prompt_of(line, cell)))
+                context.run(asyncio.run, run.loop.run(run.prompt))
             except BaseException as e:  # handed to the main thread, which raises it
                 failure.append(e)
             finally:
@@ -149,7 +149,7 @@ class AgentMagics(Magics):
         ticker = asyncio.ensure_future(run.panel.tick())
         try:
             with self.interrupt_stops(run):
-                await run.loop.run(self.prompt_of(line, cell))
+                await run.loop.run(run.prompt)
         finally:
             ticker.cancel()
             if run.loop.result is not None:
@@ -165,10 +165,6 @@ class AgentMagics(Magics):
             usage = self.agent.parser.format_usage().split("::", 1)[-1].strip()
             raise UsageError(f"{e}\nusage: {usage}") from None
 
-    def prompt_of(self, line: str, cell: str | None) -> str:
-        if cell is not None:
-            return cell.strip()
-        return " ".join(self.parse(line).prompt)
 
     def prepare(self, line: str, cell: str | None, *, clickable: bool = True) -> CellRun:
         """Parse the options, resolve model and tools, and show the panel; raise AgentConfigError when unusable.
@@ -177,7 +173,8 @@ class AgentMagics(Magics):
         Approve / Deny could never be answered there.
         """
         args = self.parse(line)
-        if not self.prompt_of(line, cell) and not args.resume:
+        prompt = cell.strip() if cell is not None else " ".join(args.prompt)
+        if not prompt and not args.resume:
             raise UsageError("the prompt is empty: write it in the cell body below %%agent (or after %agent)")
         out = args.out
         if out is not None and not out.isidentifier():
@@ -210,7 +207,7 @@ class AgentMagics(Magics):
         bundle = panel.widget._repr_mimebundle_()
         bundle["text/plain"] = PANEL_TEXT  # a fixed text, so saved notebooks compare equal under nbval
         display(bundle, raw=True)
-        return CellRun(loop=loop, panel=panel, record=record, out=out)
+        return CellRun(loop=loop, panel=panel, record=record, prompt=prompt, out=out)
 
     @staticmethod
     def pick(option: Any, configured: Any) -> Any:
