@@ -23,14 +23,15 @@ class RunRecord:
     """What a run showed, in order: assistant messages (str) and tool calls (filled in as they finish)."""
 
     entries: list[str | ToolCall] = field(default_factory=list)
+    call_ids: set[str] = field(default_factory=set)
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, MessageDone):
             self.entries.append(event.text)
-        elif isinstance(event, ToolCallStarted):
+        elif isinstance(event, ToolCallStarted | ToolCallFinished) and event.call.call_id not in self.call_ids:
+            # A call that never started (budget, abort) still gets its line when it is finished for it.
             self.entries.append(event.call)
-        elif isinstance(event, ToolCallFinished) and event.call not in self.entries:
-            self.entries.append(event.call)  # a call that never started (budget, abort) still gets its line
+            self.call_ids.add(event.call.call_id)
 
 
 def short_arguments(arguments: str, width: int = 70) -> str:
