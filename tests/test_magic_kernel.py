@@ -315,6 +315,21 @@ def test_tools_option_takes_user_tools(kernel: KernelSession):
     assert [f["output"] for f in kernel.value("_agent.partial_findings")] == ["5", "HI"]
 
 
+def test_streamed_text_is_throttled(kernel: KernelSession):
+    # 600 pieces of text in about 1.2 s must not become 600 widget updates: the panel shows the text at most
+    # every 0.1 s (plus the 0.5 s ticker), and the status line does not move per piece.
+    kernel.ok("fast = ScriptedModel([Turn(text='word ' * 600, delay=0.002)])")
+    cell = kernel.run("%%agent -m fast\ntalk a lot")
+    assert cell.status == "ok" and not cell.errors, cell.describe()
+    updates = [m["content"]["data"]["state"] for m in cell.of_type("comm_msg")
+               if m["content"]["data"].get("method") == "update"]
+    streamed = [u["value"] for u in updates if str(u.get("value", "")).startswith('<div style="white-space')]
+    print(f"streamed-text updates: {len(streamed)}, all widget updates: {len(updates)}")
+    assert 1 <= len(streamed) <= 40, len(streamed)
+    assert len(updates) <= 120, len(updates)
+    assert kernel.value("_agent.answer.count('word')") == 600
+
+
 def test_prints_from_a_tool_thread_land_in_the_agent_cell(kernel: KernelSession):
     # A sync tool runs in a worker thread that copies the cell's context, so what it prints is part of the
     # %%agent cell's output, not of whichever cell runs next.

@@ -60,7 +60,8 @@ class Panel:
         self.widget = widgets.VBox([widgets.HBox([self.stop_button, self.status]), *self.bars.values(), self.body])
         self.sections: dict[str, widgets.Accordion] = {}
         self.streaming: widgets.HTML | None = None
-        self.text = ""
+        self.text: list[str] = []  # the streaming message's pieces, joined when shown
+        self.unshown = False  # pieces arrived since the last flush
         self.last_flush = 0.0
         self.refresh()
 
@@ -70,9 +71,11 @@ class Panel:
         if isinstance(event, RoundStarted):
             self.round = event.round
         elif isinstance(event, TextDelta):
-            self.text += event.text
+            self.text.append(event.text)
+            self.unshown = True
             if time.monotonic() - self.last_flush >= self.throttle:
                 self.flush_text()
+            return  # no status refresh per piece of text: the ticker moves it, and the front end is not flooded
         elif isinstance(event, MessageDone):
             self.finish_text(event.text)
         elif isinstance(event, UsageUpdated):
@@ -92,8 +95,8 @@ class Panel:
         if self.streaming is None:
             self.streaming = widgets.HTML()
             self.add(self.streaming)
-        self.streaming.value = f'<div style="white-space: pre-wrap">{html.escape(self.text)}</div>'
-        self.last_flush = time.monotonic()
+        self.streaming.value = f'<div style="white-space: pre-wrap">{html.escape("".join(self.text))}</div>'
+        self.last_flush, self.unshown = time.monotonic(), False
 
     def finish_text(self, text: str) -> None:
         """Replace the streamed text by the message rendered as Markdown."""
@@ -103,7 +106,7 @@ class Panel:
             self.body.children = tuple(out if w is self.streaming else w for w in self.body.children)
         else:
             self.add(out)
-        self.streaming, self.text = None, ""
+        self.streaming, self.text, self.unshown = None, [], False
 
     def show_call(self, call: ToolCall) -> None:
         section = self.sections.get(call.call_id)
@@ -136,9 +139,11 @@ class Panel:
                 self.bars[key].value = min(float(value), self.bars[key].max)
 
     async def tick(self, every: float = 0.5) -> None:
-        """Keep the elapsed time moving while nothing else happens; cancel when the run ends."""
+        """Keep the elapsed time moving, and show text held back by the throttle; cancel when the run ends."""
         while True:
             await asyncio.sleep(every)
+            if self.unshown:
+                self.flush_text()
             self.refresh()
 
     # -- approval --------------------------------------------------------------------------------------------
