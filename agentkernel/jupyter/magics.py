@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import ipywidgets as widgets
 from IPython.core import magic_arguments
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
@@ -38,6 +37,7 @@ from .panel import PANEL_TEXT, Panel
 from .render import RunRecord, render_html, render_text
 
 DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 NO_MODEL = (
     "No model is configured: set OPENAI_API_KEY (and optionally AGENTKERNEL_MODEL or "
     "%config AgentMagics.model = '...'), point --base-url at an OpenAI-compatible server, "
@@ -312,11 +312,13 @@ class AgentMagics(Magics):
         result = run.loop.result
         assert result is not None
         self.publish(run, result)
-        carrier = widgets.Box()  # renders as nothing where widgets work, so a live user sees the run once
-        bundle = carrier._repr_mimebundle_()
-        bundle["text/html"] = render_html(result, run.record)
-        bundle["text/plain"] = render_text(result, run.record)
-        display(bundle, raw=True)
+        display({
+            # A widget view with an empty model id is hidden wherever ipywidgets renders, so the live user sees the
+            # run once, in the panel; where widgets do not render (GitHub, nbviewer, nbconvert) the HTML shows.
+            WIDGET_VIEW: {"version_major": 2, "version_minor": 0, "model_id": ""},
+            "text/html": render_html(result, run.record),
+            "text/plain": render_text(result, run.record),
+        }, raw=True)
         if run.interrupted:
             raise RunInterrupted("the agent run was interrupted; its history is kept in _agent") from None
         if result.status in STOP_ERRORS:

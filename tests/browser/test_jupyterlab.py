@@ -142,6 +142,9 @@ def test_repeated_call_guard_ends_the_cell_with_an_error(open_notebook: OpenNote
     expect(nb.errors(1)).to_contain_text(re.compile(r"RepeatedToolCall: REPEATED_TOOL_CALL: read_file"))
     expect(nb.errors(1)).to_contain_text("The partial result is in _agent.")
     expect(nb.errors(1)).not_to_contain_text("Traceback")  # no internal stack frames
+    # The static rendering left for GitHub / nbviewer is hidden where the live panel shows: the run appears once.
+    expect(nb.output(1).locator(".agentkernel-run")).to_have_count(0)
+    expect(nb.output(1).get_by_text("agent: repeated_tool_call ·")).to_have_count(0)
     nb.run_and_wait(2)
     expect(nb.output(2)).to_have_text(re.compile(r"after guard: repeated_tool_call"))
 
