@@ -53,6 +53,7 @@ def normalize_arguments(arguments: str) -> str:
 
 
 def short(text: str, width: int = 80) -> str:
+    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
 

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 
 from ..events import Event, MessageDone, ToolCallFinished, ToolCallStarted
+from ..guards import short
 from ..result import LoopResult
 from ..tools import ToolCall
 
@@ -43,9 +44,8 @@ def short_arguments(arguments: str, width: int = 70) -> str:
     if isinstance(value, dict):
         text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in value.items())
     else:
-        text = arguments.strip()
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+        text = arguments
+    return short(text, width)
 
 
 def pretty_arguments(arguments: str) -> str:
