@@ -3,19 +3,34 @@
 ``%load_ext agentkernel`` registers the ``%%agent`` magic; the loop itself (:func:`run`) has no Jupyter in it.
 """
 
-from .guards import GuardConfig, Limits
-from .history import load_transcript, repair_history, validate_history
+from .endings import STATUSES, Status
+from .guards import GuardConfig
+from .history import HistoryError, repair_history, validate_history
 from .loop import DEFAULT_SYSTEM_PROMPT, AgentLoop, run
-from .models import Call, Model, ModelError, ScriptedModel, Turn
-from .result import STATUSES, LoopResult, Usage
+from .models import (
+    Call,
+    Model,
+    ModelError,
+    ModelRequest,
+    OpenAIChatModel,
+    OpenAIResponsesModel,
+    RecordingModel,
+    ReplayModel,
+    ScriptedModel,
+    Turn,
+)
+from .result import LoopResult
 from .stop import StopSignal
 from .tools import Tool, ToolCall, tool
+from .transcript import load_transcript
+from .usage import Limits, Usage
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "DEFAULT_SYSTEM_PROMPT", "STATUSES", "AgentLoop", "Call", "GuardConfig", "Limits", "LoopResult", "Model",
-    "ModelError", "ScriptedModel", "StopSignal", "Tool", "ToolCall", "Turn", "Usage", "load_transcript",
+    "DEFAULT_SYSTEM_PROMPT", "STATUSES", "AgentLoop", "Call", "GuardConfig", "HistoryError", "Limits", "LoopResult",
+    "Model", "ModelError", "ModelRequest", "OpenAIChatModel", "OpenAIResponsesModel", "RecordingModel",
+    "ReplayModel", "ScriptedModel", "Status", "StopSignal", "Tool", "ToolCall", "Turn", "Usage", "load_transcript",
     "repair_history", "run", "tool", "validate_history",
 ]
 

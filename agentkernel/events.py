@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .models.base import TextDelta
-from .result import LoopResult, Usage
+from .result import LoopResult
 from .tools import ToolCall
+from .usage import Usage
 
 
 @dataclass

@@ -1,4 +1,6 @@
-"""What stops a run that is not finished: the repeated-call, no-progress and tool-failure guards, and budgets.
+"""What stops a run that is not finished: the repeated-call, no-progress and tool-failure guards.
+
+Budgets are in :mod:`agentkernel.limits`.
 
 Each guard is a small object fed one fact at a time; each check costs O(1) per call (the no-progress window is
 a fixed small size), so the loop's per-round overhead does not grow with the length of the run.
@@ -6,9 +8,11 @@ a fixed small size), so the loop's per-round overhead does not grow with the len
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from dataclasses import dataclass
+
+from .endings import Trip
+from .text import normalize_arguments, short
 
 
 @dataclass
@@ -23,39 +27,6 @@ class GuardConfig:
     """Stop after this many model turns in a row that are empty or identical (outputs included) to the one before."""
     max_consecutive_failures: int | None = 3
     """Stop after this many rounds in a row in which every tool call failed."""
-
-
-@dataclass
-class Limits:
-    """Optional budgets, all off (``None``) by default."""
-
-    max_iterations: int | None = None
-    max_tokens: int | None = None
-    max_seconds: float | None = None
-    max_tool_calls: int | None = None
-
-
-@dataclass(frozen=True)
-class Trip:
-    """A guard or budget decision to stop: the status and one readable sentence of why."""
-
-    status: str
-    detail: str
-
-
-def normalize_arguments(arguments: str) -> str:
-    """The arguments JSON re-serialized with keys sorted at every depth; not-JSON text is returned stripped."""
-    try:
-        value = json.loads(arguments) if arguments.strip() else {}
-    except (json.JSONDecodeError, AttributeError):
-        return str(arguments).strip()
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(", ", ": "))
-
-
-def short(text: str, width: int = 80) -> str:
-    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 class RepeatedCallGuard:
@@ -143,33 +114,3 @@ class FailureGuard:
         if self.failed_rounds >= self.limit:
             return Trip("tool_failure", f"every tool call failed in {self.failed_rounds} rounds in a row")
         return None
-
-
-class Budget:
-    """Checks :class:`Limits` against what a run has used so far."""
-
-    def __init__(self, limits: Limits):
-        self.limits = limits
-
-    def before_request(self, rounds: int, tokens: int) -> Trip | None:
-        limits = self.limits
-        if limits.max_iterations and rounds >= limits.max_iterations:
-            return Trip("hit_iteration_cap", f"used all {limits.max_iterations} model requests")
-        return self.after_response(tokens)
-
-    def after_response(self, tokens: int) -> Trip | None:
-        if self.limits.max_tokens and tokens >= self.limits.max_tokens:
-            return Trip("hit_token_cap", f"used {tokens} tokens of a budget of {self.limits.max_tokens}")
-        return None
-
-    def tool_calls_left(self, used: int) -> int | None:
-        """How many more tool calls may run, or ``None`` for no limit."""
-        if not self.limits.max_tool_calls:
-            return None
-        return max(self.limits.max_tool_calls - used, 0)
-
-    def wall_clock_trip(self) -> Trip:
-        return Trip("hit_wall_clock", f"ran out of its {self.limits.max_seconds:g} s of wall clock")
-
-    def tool_call_trip(self) -> Trip:
-        return Trip("hit_tool_call_cap", f"used all {self.limits.max_tool_calls} tool calls")

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from . import history as h
+from .endings import Trip
 from .events import (
     Event,
     MessageDone,
@@ -26,11 +27,13 @@ from .events import (
     ToolCallStarted,
     UsageUpdated,
 )
-from .guards import Budget, FailureGuard, GuardConfig, Limits, NoProgressGuard, RepeatedCallGuard, Trip
+from .guards import FailureGuard, GuardConfig, NoProgressGuard, RepeatedCallGuard
 from .models.base import FunctionCallEvent, Model, ModelError, ModelRequest, TextDelta, UsageEvent
-from .result import LoopResult, Usage, summarize
+from .result import LoopResult
 from .stop import StopSignal
 from .tools import Approver, Tool, ToolCall, ToolStatus, as_registry, run_round
+from .transcript import Transcript, transcript_dir
+from .usage import Limits, Usage
 
 DEFAULT_SYSTEM_PROMPT = """\
 You are an assistant working inside a bounded tool-use loop in a Jupyter notebook.
@@ -67,7 +70,7 @@ class AgentLoop:
         stop: StopSignal | None = None,
         on_event: Callable[[Event], None] | None = None,
         approve: Approver | None = None,
-        transcript: str | os.PathLike[str] | bool = True,
+        transcript: str | os.PathLike[str] | bool = False,
     ):
         self.model = model
         self.tools = as_registry(tools)
@@ -79,7 +82,6 @@ class AgentLoop:
         self.repeats = RepeatedCallGuard(guards.repeat_limit)
         self.no_progress = NoProgressGuard(guards.stuck_window, guards.max_stale_turns)
         self.failures = FailureGuard(guards.max_consecutive_failures)
-        self.budget = Budget(self.limits)
         self.stop = stop or StopSignal()
         self.on_event = on_event
         self.approve = approve
@@ -92,8 +94,8 @@ class AgentLoop:
         self.result: LoopResult | None = None
         self.deadline: float | None = None
         if transcript is True:
-            transcript = h.transcript_dir() / f"{time.strftime('%Y%m%d-%H%M%S')}-{self.run_id}.jsonl"
-        self.transcript = h.Transcript(transcript) if transcript else None
+            transcript = transcript_dir() / f"{time.strftime('%Y%m%d-%H%M%S')}-{self.run_id}.jsonl"
+        self.transcript = Transcript(transcript) if transcript else None
 
     # -- the loop -------------------------------------------------------------------------------------------
 
@@ -120,8 +122,8 @@ class AgentLoop:
             if self.stop.is_set():
                 return Trip("aborted", self.stop.reason)
             if self.deadline is not None and time.monotonic() >= self.deadline:
-                return self.budget.wall_clock_trip()
-            if trip := self.budget.before_request(self.rounds, self.usage.total_tokens):
+                return self.limits.wall_clock_trip()
+            if trip := self.limits.check_before_request(self.usage):
                 return trip
             self.rounds += 1
             self.emit(RoundStarted(self.rounds))
@@ -139,7 +141,7 @@ class AgentLoop:
             for call in calls:
                 self._commit_call(call)
 
-            if trip := self.budget.after_response(self.usage.total_tokens):
+            if trip := self.limits.check_tokens(self.usage):
                 self._commit_outputs(calls, f"not run: the loop stopped ({trip.status.upper()})", "not_run")
                 return trip
             if not calls:
@@ -169,7 +171,7 @@ class AgentLoop:
         self.usage.requests += 1
 
     async def _run_tools(self, text: str, calls: list[ToolCall]) -> Trip | None:
-        left = self.budget.tool_calls_left(self.tool_calls)
+        left = self.limits.tool_calls_left(self.tool_calls)
         runnable = calls if left is None else calls[:left]
         refused = calls[len(runnable):]
         self.tool_calls += len(runnable)
@@ -190,7 +192,7 @@ class AgentLoop:
         trip = trip or self.no_progress.record_turn(text, [(c.name, c.arguments, c.output) for c in calls])
         trip = trip or self.failures.record_round(sum(c.failed for c in runnable), len(runnable))
         if trip is None and refused:
-            trip = self.budget.tool_call_trip()
+            trip = self.limits.tool_call_trip()
         return trip
 
     async def _race(self, work: Awaitable[None]) -> None:
@@ -209,7 +211,7 @@ class AgentLoop:
         # Let the cancelled stream close its connection (so the server sees the disconnect); tools running in
         # threads are abandoned at once.
         await asyncio.wait({task}, timeout=1.0)
-        raise _Stopped(Trip("aborted", self.stop.reason) if self.stop.is_set() else self.budget.wall_clock_trip())
+        raise _Stopped(Trip("aborted", self.stop.reason) if self.stop.is_set() else self.limits.wall_clock_trip())
 
     # -- committing ------------------------------------------------------------------------------------------
 
@@ -255,8 +257,6 @@ class AgentLoop:
             rounds=self.rounds,
             tool_calls=self.tool_calls,
             partial_findings=self.findings,
-            requires_human=trip.status != "complete",
-            summary=summarize(trip.status, trip.detail, self.rounds, self.tool_calls),
             detail=trip.detail,
             run_id=self.run_id,
             transcript=str(self.transcript.path) if self.transcript else None,

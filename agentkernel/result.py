@@ -2,54 +2,41 @@
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass, field
 from typing import Any
 
+from .endings import Status
 from .history import Item
+from .text import short
+from .usage import Usage
 
-STATUSES = (
-    "complete",
-    "aborted",
-    "fatal_error",
-    "repeated_tool_call",
-    "no_progress",
-    "tool_failure",
-    "hit_iteration_cap",
-    "hit_token_cap",
-    "hit_wall_clock",
-    "hit_tool_call_cap",
-)
-
-
-@dataclass
-class Usage:
-    """Tokens as the API reported them, summed over the run's model requests."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    requests: int = 0
-
-    @property
-    def total_tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
+ANSWER_LINES = 8
+"""How much of the answer a notebook display of a result shows (the whole answer is in ``answer``)."""
 
 
 @dataclass
 class LoopResult:
     """A finished run: why it ended, what it produced, and the history to resume from.
 
-    ``run`` returns one for every ending (guard, budget, abort, model failure); it never raises for them.
+    :func:`agentkernel.run` returns one for every ending (guard, budget, abort, model failure); it never raises
+    for them. The envelope is ``status``, ``answer``, ``partial_findings``, ``requires_human`` and ``summary``;
+    ``detail`` is the one sentence of why a run stopped, and the status code shown in error cells is
+    ``status.upper()``.
     """
 
-    status: str
+    status: Status
     answer: str | None
-    history: list[Item]
-    usage: Usage
-    rounds: int
-    tool_calls: int
-    partial_findings: list[dict[str, Any]] = field(default_factory=list)
-    requires_human: bool = True
-    summary: str = ""
+    """The model's last message, or ``None`` if it wrote none."""
+    history: list[Item] = field(repr=False)
+    """Every item of the conversation (Responses item shape); each ``function_call`` has its output."""
+    usage: Usage = field(default_factory=Usage)
+    rounds: int = 0
+    """Model requests made."""
+    tool_calls: int = 0
+    """Tool calls run (calls refused by a budget are not counted)."""
+    partial_findings: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    """``{"tool", "arguments", "output"}`` of every call that succeeded, in order: what was learned so far."""
     detail: str = ""
     """One sentence on why the run stopped (empty when complete)."""
     run_id: str = ""
@@ -57,24 +44,49 @@ class LoopResult:
     """Path of the run's JSONL transcript, if one was written."""
 
     @property
-    def code(self) -> str:
-        """The status in upper case, e.g. ``REPEATED_TOOL_CALL``."""
-        return self.status.upper()
+    def requires_human(self) -> bool:
+        """True unless the model answered: a person should look at what happened."""
+        return self.status != "complete"
 
     @property
-    def message(self) -> str:
-        """``CODE: detail``, the text a stopped cell shows."""
-        return f"{self.code}: {self.detail}" if self.detail else self.code
+    def work(self) -> str:
+        """``3 rounds and 2 tool calls``."""
+        return f"{_count(self.rounds, 'round')} and {_count(self.tool_calls, 'tool call')}"
 
     @property
-    def ok(self) -> bool:
-        return self.status == "complete"
+    def summary(self) -> str:
+        """One sentence about the run, made without asking the model."""
+        work = self.work
+        if self.status == "complete":
+            return f"Answered after {work}."
+        detail = " ".join(self.detail.split()).rstrip(".")  # an error message may span lines or end with a period
+        return f"Stopped with {self.status.upper()} after {work}{': ' + detail if detail else ''}."
+
+    # -- display in a notebook: a short summary, never the whole history -------------------------------------
+
+    def _summary_lines(self) -> list[str]:
+        lines = [f"LoopResult: {self.status} · {_count(self.rounds, 'round')} · "
+                 f"{_count(self.tool_calls, 'tool call')} · {_count(self.usage.total_tokens, 'token')}"]
+        if self.detail:
+            lines.append(f"why: {short(self.detail, 300)}")
+        if self.answer:
+            answer = self.answer.strip().splitlines()
+            lines.append("answer:")
+            lines.extend(f"  {short(line, 200)}" for line in answer[:ANSWER_LINES])
+            if len(answer) > ANSWER_LINES:
+                lines.append(f"  … ({len(answer) - ANSWER_LINES} more lines in .answer)")
+        lines.append(f"history: {_count(len(self.history), 'item')} in .history; "
+                     f"{_count(len(self.partial_findings), 'finding')} in .partial_findings")
+        return lines
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text("LoopResult(...)" if cycle else "\n".join(self._summary_lines()))
+
+    def _repr_html_(self) -> str:
+        head, *rest = self._summary_lines()
+        body = html.escape("\n".join(rest))
+        return f"<div><b>{html.escape(head)}</b><pre style='margin: 4px 0 0'>{body}</pre></div>"
 
 
-def summarize(status: str, detail: str, rounds: int, tool_calls: int) -> str:
-    """One sentence about a run, made without asking the model."""
-    work = f"{rounds} round{'s' * (rounds != 1)} and {tool_calls} tool call{'s' * (tool_calls != 1)}"
-    if status == "complete":
-        return f"Answered after {work}."
-    detail = " ".join(detail.split()).rstrip(".")  # an error message may span lines or end with its own period
-    return f"Stopped with {status.upper()} after {work}{': ' + detail if detail else ''}."
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"

@@ -17,6 +17,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .text import load_arguments
+
 ToolStatus = Literal["ok", "error", "denied", "aborted", "not_run"]
 
 
@@ -162,7 +164,7 @@ _TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
 def parse_arguments(tool: Tool, arguments: str) -> dict[str, Any]:
     """Parse a call's arguments JSON and check it against the tool's schema; raise ValueError saying what is wrong."""
     try:
-        value = json.loads(arguments) if arguments.strip() else {}
+        value = load_arguments(arguments)
     except json.JSONDecodeError as e:
         raise ValueError(f"arguments are not valid JSON ({e.msg} at position {e.pos})") from None
     if not isinstance(value, dict):

@@ -22,7 +22,7 @@ async def noop(i: int) -> str:
 async def one_run(rounds: int) -> float:
     script = [Call("noop", {"i": i}) for i in range(rounds)] + ["done"]
     start = time.perf_counter()
-    result = await run("go", model=ScriptedModel(script), tools=[noop], transcript=False)
+    result = await run("go", model=ScriptedModel(script), tools=[noop])
     elapsed = time.perf_counter() - start
     assert result.status == "complete" and result.tool_calls == rounds, result.summary
     return elapsed

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the loopback server the adapter tests
 from openai_server import Reply, ScriptedServer, responses_events  # noqa: E402
 
 from agentkernel import run, validate_history  # noqa: E402
-from agentkernel.builtins import builtin_tools  # noqa: E402
+from agentkernel.file_tools import file_tools  # noqa: E402
 from agentkernel.models.cassette import RecordingModel  # noqa: E402
 from agentkernel.models.openai_responses import OpenAIResponsesModel  # noqa: E402
 
@@ -56,7 +56,7 @@ async def record() -> None:
     CASSETTE.unlink(missing_ok=True)  # RecordingModel appends; start afresh
     with ScriptedServer(*REPLIES) as server:
         model = RecordingModel(OpenAIResponsesModel(MODEL, base_url=server.url, api_key=FAKE_KEY), CASSETTE)
-        result = await run(PROMPT, model=model, tools=builtin_tools(NOTEBOOKS), transcript=False)
+        result = await run(PROMPT, model=model, tools=file_tools(NOTEBOOKS))
         sent = [r.body for r in server.requests]
     validate_history(result.history)
     if result.status != "complete":

@@ -124,13 +124,12 @@ def test_stop_reason_is_reported():
     async def main():
         stop = StopSignal()
         asyncio.get_running_loop().call_later(0.05, stop.set, "interrupted (SIGINT)")
-        stop_later = await run("go", model=ScriptedModel([Call("slow", {"seconds": 5})]), tools=[slow], stop=stop,
-                               transcript=False)
+        stop_later = await run("go", model=ScriptedModel([Call("slow", {"seconds": 5})]), tools=[slow], stop=stop)
         return stop_later
 
     result = asyncio.run(main())
     assert (result.status, result.detail) == ("aborted", "interrupted (SIGINT)")
-    assert result.message == "ABORTED: interrupted (SIGINT)"
+    assert result.summary.endswith("ABORTED after 1 round and 1 tool call: interrupted (SIGINT).")
 
 
 def test_cancelling_the_task_leaves_a_result_with_a_valid_history(tmp_path):
@@ -211,8 +210,7 @@ def test_aborting_at_any_point_keeps_the_history_valid(script, stop_at):
     async def main():
         stop = StopSignal()
         asyncio.get_running_loop().call_later(stop_at, stop.set)
-        return await run("go", model=ScriptedModel(script + ["the end"]), tools=[quick, slow], stop=stop,
-                         transcript=False)
+        return await run("go", model=ScriptedModel(script + ["the end"]), tools=[quick, slow], stop=stop)
 
     result = asyncio.run(main())
     assert result.status in STATUSES

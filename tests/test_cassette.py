@@ -51,8 +51,7 @@ def record(tmp_path, adapter: str = "responses", prompt: str = "define cat and d
     cassette = tmp_path / "run.jsonl"
     with ScriptedServer(*replies()) as server:
         live = model_class("test-model", base_url=server.url, api_key=TEST_KEY)
-        result = asyncio.run(run(prompt, model=RecordingModel(live, cassette), tools=[lookup_tool()],
-                                 transcript=False))
+        result = asyncio.run(run(prompt, model=RecordingModel(live, cassette), tools=[lookup_tool()]))
     return cassette, result
 
 
@@ -88,7 +87,7 @@ def test_replay_gives_the_recorded_run_with_no_network_and_no_key(tmp_path, monk
     with pytest.raises(AssertionError, match="network"):
         socket.create_connection(("127.0.0.1", 9))
     replay = ReplayModel(cassette)
-    replayed = asyncio.run(run("define cat and dog", model=replay, tools=[lookup_tool()], transcript=False))
+    replayed = asyncio.run(run("define cat and dog", model=replay, tools=[lookup_tool()]))
     assert (replayed.status, replayed.answer, replayed.history) == (recorded.status, recorded.answer,
                                                                     recorded.history)
     assert replayed.usage.total_tokens == recorded.usage.total_tokens == 107
@@ -109,7 +108,7 @@ def test_a_cassette_never_holds_the_key_or_an_authorization_header(tmp_path, mon
     replies = [Reply(responses_events([], [("c1", "leak", "{}")])), Reply(responses_events(["ok"]))]
     with ScriptedServer(*replies) as server:
         live = OpenAIResponsesModel("test-model", base_url=server.url)  # the key comes from the environment
-        result = asyncio.run(run("go", model=RecordingModel(live, cassette), tools=[leak], transcript=False))
+        result = asyncio.run(run("go", model=RecordingModel(live, cassette), tools=[leak]))
     assert result.status == "complete"
     assert server.requests[0].headers["authorization"] == f"Bearer {TEST_KEY}"
     text = cassette.read_text()
@@ -122,8 +121,7 @@ def test_replay_fails_clearly_when_the_run_asks_for_more_than_the_cassette_holds
     cassette, _ = record(tmp_path)
     first_line = cassette.read_text().splitlines()[0]
     cassette.write_text(first_line + "\n")
-    result = asyncio.run(run("define cat and dog", model=ReplayModel(cassette), tools=[lookup_tool()],
-                             transcript=False))
+    result = asyncio.run(run("define cat and dog", model=ReplayModel(cassette), tools=[lookup_tool()]))
     assert result.status == "fatal_error"
     assert "holds 1 model request(s), but the run asked for request 2" in result.detail
     validate_history(result.history)
@@ -131,7 +129,7 @@ def test_replay_fails_clearly_when_the_run_asks_for_more_than_the_cassette_holds
 
 def test_replay_fails_clearly_on_another_prompt(tmp_path):
     cassette, _ = record(tmp_path)
-    result = asyncio.run(run("define cow", model=ReplayModel(cassette), tools=[lookup_tool()], transcript=False))
+    result = asyncio.run(run("define cow", model=ReplayModel(cassette), tools=[lookup_tool()]))
     assert result.status == "fatal_error"
     assert "request 1 does not match the cassette run.jsonl: the new input differs" in result.detail
     assert "define cat and dog" in result.detail and "define cow" in result.detail
@@ -145,7 +143,7 @@ def test_replay_fails_clearly_on_other_tool_outputs(tmp_path):
         """Look a word up in the dictionary."""
         return f"{word} is unknown"
 
-    result = asyncio.run(run("define cat and dog", model=ReplayModel(cassette), tools=[lookup], transcript=False))
+    result = asyncio.run(run("define cat and dog", model=ReplayModel(cassette), tools=[lookup]))
     assert result.status == "fatal_error"
     assert "request 2 does not match" in result.detail and "cat is unknown" in result.detail
     validate_history(result.history)
@@ -159,8 +157,7 @@ def test_replay_fails_clearly_on_other_tools(tmp_path):
         """Search."""
         return text
 
-    result = asyncio.run(run("define cat and dog", model=ReplayModel(cassette), tools=[lookup_tool(), search],
-                             transcript=False))
+    result = asyncio.run(run("define cat and dog", model=ReplayModel(cassette), tools=[lookup_tool(), search]))
     assert result.status == "fatal_error"
     assert "the tools differ: recorded ['lookup'], now ['lookup', 'search']" in result.detail
 
@@ -169,8 +166,8 @@ def test_a_recorded_model_error_is_replayed_as_the_same_error(tmp_path):
     cassette = tmp_path / "refused.jsonl"
     with ScriptedServer(Reply(status=401, body={"error": {"message": "no"}})) as server:
         live = OpenAIChatModel("test-model", base_url=server.url, api_key=TEST_KEY)
-        recorded = asyncio.run(run("hi", model=RecordingModel(live, cassette), transcript=False))
-    replayed = asyncio.run(run("hi", model=ReplayModel(cassette), transcript=False))
+        recorded = asyncio.run(run("hi", model=RecordingModel(live, cassette)))
+    replayed = asyncio.run(run("hi", model=ReplayModel(cassette)))
     assert recorded.status == replayed.status == "fatal_error"
     assert replayed.detail == recorded.detail and "401 Unauthorized" in replayed.detail
     assert TEST_KEY not in cassette.read_text()
@@ -181,11 +178,11 @@ def test_an_aborted_recording_is_marked_and_replays_as_a_clear_error(tmp_path):
     stop = StopSignal()
     slow = ScriptedModel([Turn(text="one two three four five six seven eight", delay=0.05)])
     threading.Timer(0.12, stop.set).start()
-    recorded = asyncio.run(run("count", model=RecordingModel(slow, cassette), stop=stop, transcript=False))
+    recorded = asyncio.run(run("count", model=RecordingModel(slow, cassette), stop=stop))
     assert recorded.status == "aborted"
     line = json.loads(cassette.read_text())
     assert line["interrupted"] is True and line["events"][0] == {"type": "text", "text": "one"}
-    replayed = asyncio.run(run("count", model=ReplayModel(cassette), transcript=False))
+    replayed = asyncio.run(run("count", model=ReplayModel(cassette)))
     assert replayed.status == "fatal_error" and "recorded from a run stopped during request 1" in replayed.detail
 
 
@@ -213,6 +210,6 @@ def test_recording_wraps_any_model_and_passes_events_through_unchanged(tmp_path)
 
 def test_a_lenient_replay_skips_the_request_checks(tmp_path):
     cassette = tmp_path / "hello.jsonl"
-    asyncio.run(run("hello", model=RecordingModel(ScriptedModel(["Hi there"]), cassette), transcript=False))
-    result = asyncio.run(run("something else", model=ReplayModel(cassette, strict=False), transcript=False))
+    asyncio.run(run("hello", model=RecordingModel(ScriptedModel(["Hi there"]), cassette)))
+    result = asyncio.run(run("something else", model=ReplayModel(cassette, strict=False)))
     assert result.status == "complete" and result.answer == "Hi there"

@@ -90,7 +90,7 @@ def test_fatal_error_when_the_model_fails():
     result = run_sync("hi", model=ScriptedModel([Turn(error="401 Unauthorized")]))
     assert result.status == "fatal_error"
     assert "401 Unauthorized" in result.detail
-    assert result.code == "FATAL_ERROR"
+    assert result.summary.startswith("Stopped with FATAL_ERROR")
 
 
 def test_repeated_tool_call_counts_full_signatures():
@@ -298,7 +298,7 @@ def test_hit_wall_clock_mid_sync_tool():
     async def main():
         start = time.monotonic()
         result = await run("hi", model=ScriptedModel([Call("blocking"), "never"]), tools=[blocking],
-                           limits=Limits(max_seconds=0.3), transcript=False)
+                           limits=Limits(max_seconds=0.3))
         elapsed = time.monotonic() - start
         release.set()  # let the abandoned thread end so the event loop can shut down
         return result, elapsed

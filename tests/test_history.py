@@ -139,9 +139,15 @@ def test_transcript_is_written_item_by_item_and_flushed(tmp_path):
     assert load_transcript(path) == result.history
 
 
-def test_transcript_defaults_to_the_configured_directory(tmp_path, monkeypatch):
+def test_no_transcript_unless_asked(tmp_path, monkeypatch):
     monkeypatch.setenv("AGENTKERNEL_TRANSCRIPTS", str(tmp_path / "transcripts"))
     result = asyncio.run(run("hi", model=ScriptedModel(["hello"])))
+    assert result.transcript is None and not (tmp_path / "transcripts").exists()
+
+
+def test_transcript_true_writes_to_the_configured_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENTKERNEL_TRANSCRIPTS", str(tmp_path / "transcripts"))
+    result = asyncio.run(run("hi", model=ScriptedModel(["hello"]), transcript=True))
     assert result.transcript is not None and result.transcript.startswith(str(tmp_path / "transcripts"))
     assert result.run_id in result.transcript
     assert load_transcript(result.transcript) == result.history

@@ -214,6 +214,9 @@ def test_repeated_tool_call_is_an_error_cell(kernel: KernelSession):
     (error,) = cell.errors
     assert error["ename"] == "RepeatedToolCall"
     assert error["evalue"].startswith("REPEATED_TOOL_CALL: read_file"), error["evalue"]
+    # Said once, on one line: the detail, the counts and where the partial result is.
+    assert len(error["traceback"]) == 1 and error["evalue"].count("returned the same output") == 1
+    assert error["evalue"].endswith("(after 3 rounds and 3 tool calls; the partial result is in _agent)")
     assert_clean_traceback(error)
     assert "REPEATED_TOOL_CALL" in static_rendering(cell)["text/plain"]  # the panel/transcript come first
     assert kernel.value("_agent.status") == "repeated_tool_call"

@@ -162,7 +162,7 @@ def test_a_tool_round_trip_through_run_sends_tool_calls_and_tool_messages_back()
     calls = [("call_a", "lookup", ['{"word": ', '"cat"}']), ("call_b", "lookup", ['{"word": "dog"}'])]
     with ScriptedServer(Reply(chat_events([], calls)), Reply(chat_events(["Both found."]))) as server:
         result = asyncio.run(run("define cat and dog", model=model(server), tools=[lookup_tool()],
-                                 system="sys", transcript=False))
+                                 system="sys"))
     assert result.status == "complete" and result.answer == "Both found."
     validate_history(result.history)
     assert server.requests[1].body["messages"] == [
@@ -194,8 +194,7 @@ def test_aborting_mid_stream_closes_the_connection_promptly():
     slow = Reply(chat_events([f"word{i} " for i in range(400)]), delay=0.02)
     with ScriptedServer(slow) as server:
         try:
-            result = asyncio.run(run("talk slowly", model=model(server), stop=stop, on_event=on_event,
-                                     transcript=False))
+            result = asyncio.run(run("talk slowly", model=model(server), stop=stop, on_event=on_event))
         finally:
             for timer in timers:
                 timer.cancel()

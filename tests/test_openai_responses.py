@@ -161,8 +161,7 @@ def test_one_model_object_serves_several_event_loops():
 def test_a_tool_round_trip_through_run_sends_the_calls_and_outputs_back():
     calls = [("call_a", "lookup", '{"word": "cat"}'), ("call_b", "lookup", '{"word": "dog"}')]
     with ScriptedServer(Reply(responses_events([], calls)), Reply(responses_events(["Both found."]))) as server:
-        result = asyncio.run(run("define cat and dog", model=model(server), tools=[lookup_tool()],
-                                 transcript=False))
+        result = asyncio.run(run("define cat and dog", model=model(server), tools=[lookup_tool()]))
     assert result.status == "complete" and result.answer == "Both found."
     assert result.usage.input_tokens == 20 and result.usage.requests == 2
     validate_history(result.history)
@@ -196,8 +195,7 @@ def test_aborting_mid_stream_closes_the_connection_promptly():
 
     with ScriptedServer(_slow_stream()) as server:
         try:
-            result = asyncio.run(run("talk slowly", model=model(server), stop=stop, on_event=on_event,
-                                     transcript=False))
+            result = asyncio.run(run("talk slowly", model=model(server), stop=stop, on_event=on_event))
         finally:
             for timer in timers:
                 timer.cancel()
@@ -213,8 +211,7 @@ def test_aborting_mid_stream_closes_the_connection_promptly():
 def test_the_wall_clock_budget_closes_the_connection_mid_stream():
     with ScriptedServer(_slow_stream()) as server:
         started = time.monotonic()
-        result = asyncio.run(run("talk slowly", model=model(server), limits=Limits(max_seconds=0.5),
-                                 transcript=False))
+        result = asyncio.run(run("talk slowly", model=model(server), limits=Limits(max_seconds=0.5)))
         assert server.disconnected.wait(2.0)
     assert server.disconnected_at is not None and server.disconnected_at - started < 0.5 + 1.0
     assert result.status == "hit_wall_clock"

@@ -37,8 +37,8 @@ def test_stops_repeated_identical_tool_call_loops_without_a_global_round_limit()
     result = run_sync("loop", model=ScriptedModel(distinct + same), tools=[read_file])
 
     assert result.status == "repeated_tool_call"
-    assert result.code == "REPEATED_TOOL_CALL"
-    assert result.message.startswith("REPEATED_TOOL_CALL")
+    assert result.status.upper() == "REPEATED_TOOL_CALL"
+    assert result.summary.startswith("Stopped with REPEATED_TOOL_CALL after ")
     assert result.rounds == 6 + 3  # the third identical call is the one that trips the guard
     assert result.requires_human
     # The call that tripped the guard has its real output committed, and it is the last item of the history.
@@ -84,7 +84,7 @@ def test_loop_result_fields_when_complete():
     ]
     result = run_sync("what do a and b say?", model=ScriptedModel(script), tools=[read_file, broken])
 
-    assert result.status == "complete" and result.ok
+    assert result.status == "complete" and not result.requires_human
     assert result.answer == "a says hello; b could not be read."
     assert result.rounds == 2 and result.tool_calls == 2
     assert result.usage.requests == 2 and result.usage.total_tokens > 0
@@ -94,7 +94,7 @@ def test_loop_result_fields_when_complete():
         {"tool": "read_file", "arguments": '{"path": "a"}', "output": "contents of a (20 lines)"}
     ]
     assert result.summary == "Answered after 2 rounds and 2 tool calls."
-    assert result.detail == "" and result.message == "COMPLETE"
+    assert result.detail == "" and result.summary.startswith("Answered after ")
     assert [item["type"] for item in result.history] == [
         "message", "message", "function_call", "function_call", "function_call_output", "function_call_output",
         "message",
@@ -105,7 +105,7 @@ def test_every_stopped_status_requires_a_human_and_has_a_one_sentence_summary():
     script = [Call("read_file", {"path": "a"}), Turn(error="Error code: 401.\nIncorrect API key provided.")]
     result = run_sync("go", model=ScriptedModel(script), tools=[read_file])
 
-    assert result.status == "fatal_error" and not result.ok
+    assert result.status == "fatal_error" and result.requires_human
     assert result.requires_human is True
     assert result.answer is None
     summary = result.summary
@@ -181,10 +181,8 @@ def test_every_status_is_reachable_and_only_complete_needs_no_human():
         result = run_sync("go", tools=[read_file, broken], **options)
         assert result.status == status, result.summary
         assert result.requires_human is (status != "complete")
-        assert result.code == status.upper()
         summary = result.summary
         assert summary.endswith(".") and "\n" not in summary and ".." not in summary
         if status != "complete":
             assert summary.startswith(f"Stopped with {status.upper()} after ") and result.detail
-            assert result.message.startswith(status.upper() + ": ")
         validate_history(result.history)

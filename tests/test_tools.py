@@ -369,7 +369,7 @@ def test_sync_tool_runs_in_a_worker_thread_with_the_callers_context(capsys):
         cell.set("cell-42")
         from agentkernel import run
 
-        return await run("go", model=ScriptedModel([Call("where"), "ok"]), tools=[where], transcript=False)
+        return await run("go", model=ScriptedModel([Call("where"), "ok"]), tools=[where])
 
     result = asyncio.run(main())
     assert result.status == "complete"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..endings import Status
 from ..result import LoopResult
 
 
@@ -29,16 +30,16 @@ RunInterrupted.__name__ = RunInterrupted.__qualname__ = "KeyboardInterrupt"
 
 
 class AgentStop(AgentError):
-    """A run stopped by a guard, a budget or a model failure. The message begins with the status code."""
+    """A run stopped by a guard, a budget or a model failure; the one-line message begins with the status code.
+
+    ``REPEATED_TOOL_CALL: read_file {"path": "a.txt"} returned the same output 3 times (after 3 rounds and 3 tool
+    calls; the partial result is in _agent)``
+    """
 
     def __init__(self, result: LoopResult):
-        super().__init__(result.message)
+        detail = " ".join(result.detail.split()).rstrip(".")
+        super().__init__(f"{result.status.upper()}: {detail} (after {result.work}; the partial result is in _agent)")
         self.result = result
-
-    def _render_traceback_(self) -> list[str]:
-        lines = super()._render_traceback_()
-        lines.append(f"{self.result.summary} The partial result is in _agent.")
-        return lines
 
 
 class RepeatedToolCall(AgentStop):
@@ -73,7 +74,7 @@ class HitToolCallCap(AgentStop):
     """The run used its tool-call budget (``--max-tool-calls``)."""
 
 
-STOP_ERRORS: dict[str, type[AgentStop]] = {
+STOP_ERRORS: dict[Status, type[AgentStop]] = {
     "repeated_tool_call": RepeatedToolCall,
     "no_progress": NoProgress,
     "tool_failure": ToolFailure,

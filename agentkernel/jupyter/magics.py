@@ -24,14 +24,15 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import display
 from traitlets import Bool, Enum, Float, Int, List, Unicode
 
-from ..builtins import BUILTIN_TOOL_NAMES, builtin_tools
 from ..events import Event
-from ..guards import GuardConfig, Limits
+from ..file_tools import FILE_TOOL_NAMES, file_tools
+from ..guards import GuardConfig
 from ..loop import AgentLoop
 from ..models.base import Model
 from ..result import LoopResult
 from ..stop import StopSignal
 from ..tools import Approver, Tool, tool
+from ..usage import Limits
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
 from .panel import PANEL_TEXT, Panel
 from .render import RunRecord, render_html, render_text
@@ -73,7 +74,7 @@ class AgentMagics(Magics):
                     "(default: $AGENTKERNEL_MODEL, else gpt-4.1-mini when OPENAI_API_KEY is set).").tag(config=True)
     api = Enum(["responses", "chat"], "responses", help="OpenAI Responses API or Chat Completions.").tag(config=True)
     base_url = Unicode("", help="OpenAI-compatible base URL (default: $OPENAI_BASE_URL).").tag(config=True)
-    tools = List(Unicode(), default_value=list(BUILTIN_TOOL_NAMES),
+    tools = List(Unicode(), default_value=list(FILE_TOOL_NAMES),
                  help="Tool names: built-ins and @tool functions in the user namespace.").tag(config=True)
     max_iterations = Int(0, help="Model requests per run (0: no cap).").tag(config=True)
     max_tokens = Int(0, help="Total tokens per run (0: no cap).").tag(config=True)
@@ -249,7 +250,7 @@ class AgentMagics(Magics):
     def resolve_tools(self, args: Any) -> list[Tool]:
         names = [n.strip() for n in _unquote(args.tools).split(",")] if args.tools is not None else self.tools
         root = _unquote(args.root) or self.root or None
-        builtins = {t.name: t for t in builtin_tools(root)}
+        available = {t.name: t for t in file_tools(root)}
         tools: list[Tool] = []
         for name in filter(None, names):
             if name in self.shell.user_ns:
@@ -257,10 +258,10 @@ class AgentMagics(Magics):
                 if not callable(found):
                     raise AgentConfigError(f"tool {name!r} is a {type(found).__name__}, not a function or @tool")
                 tools.append(found if isinstance(found, Tool) else tool(found))
-            elif name in builtins:
-                tools.append(builtins[name])
+            elif name in available:
+                tools.append(available[name])
             else:
-                raise AgentConfigError(f"unknown tool {name!r}: use a built-in ({', '.join(builtins)}) or the name "
+                raise AgentConfigError(f"unknown tool {name!r}: use a built-in ({', '.join(available)}) or the name "
                                        "of a function or @tool in this notebook")
         return tools
 

@@ -23,10 +23,11 @@ from ..events import (
     ToolCallStarted,
     UsageUpdated,
 )
-from ..guards import Limits
 from ..stop import StopSignal
+from ..text import cut, pretty_arguments
 from ..tools import Tool, ToolCall
-from .render import HTML_OUTPUT_CHARS, call_title, cut, pretty_arguments
+from ..usage import Limits
+from .render import HTML_OUTPUT_CHARS, call_title
 
 PANEL_TEXT = "<agentkernel panel: the live view needs a widget front end; the run's transcript follows>"
 STATUS_COLOURS = {"ok": "#2e7d32", "error": "#c62828", "denied": "#ef6c00", "aborted": "#6d4c41",
@@ -87,7 +88,7 @@ class Panel:
             self.show_call(event.call)
         elif isinstance(event, RunFinished):
             result = event.result
-            self.state = result.status if result.ok else f"{result.status}: {html.escape(result.detail)}"
+            self.state = f"{result.status}: {html.escape(result.detail)}" if result.detail else result.status
             self.stop_button.disabled = True
         self.refresh()
 

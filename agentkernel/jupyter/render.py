@@ -7,12 +7,11 @@ compares. Both forms are deterministic: no timings, run ids, call ids or absolut
 from __future__ import annotations
 
 import html
-import json
 from dataclasses import dataclass, field
 
 from ..events import Event, MessageDone, ToolCallFinished, ToolCallStarted
-from ..guards import short
 from ..result import LoopResult
+from ..text import cut, pretty_arguments, short_arguments
 from ..tools import ToolCall
 
 TEXT_OUTPUT_CHARS = 600
@@ -35,33 +34,6 @@ class RunRecord:
             self.call_ids.add(event.call.call_id)
 
 
-def short_arguments(arguments: str, width: int = 70) -> str:
-    """``path="a.txt", limit=20`` from a call's JSON arguments, cut to ``width``."""
-    try:
-        value = json.loads(arguments) if arguments.strip() else {}
-    except json.JSONDecodeError:
-        value = None
-    if isinstance(value, dict):
-        text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in value.items())
-    else:
-        text = arguments
-    return short(text, width)
-
-
-def pretty_arguments(arguments: str) -> str:
-    try:
-        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
-    except (json.JSONDecodeError, TypeError):
-        return arguments
-
-
-def cut(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, saying how long it was in full."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}\n… ({len(text):,} characters in all)"
-
-
 def headline(result: LoopResult) -> str:
     return (f"agent: {result.status} · {result.rounds} round{'s' * (result.rounds != 1)} · "
             f"{result.tool_calls} tool call{'s' * (result.tool_calls != 1)} · {result.usage.total_tokens} tokens")
@@ -81,7 +53,7 @@ def render_text(result: LoopResult, record: RunRecord) -> str:
             lines.append(f"▸ {call_title(entry)}")
             lines.extend(f"  │ {line}" for line in cut(entry.output, TEXT_OUTPUT_CHARS).splitlines())
     if result.status != "complete":
-        lines.append(result.message)
+        lines.append(result.summary)
     return "\n".join(lines)
 
 
@@ -99,6 +71,6 @@ def render_html(result: LoopResult, record: RunRecord) -> str:
                 f"<p>output</p><pre>{esc(cut(entry.output, HTML_OUTPUT_CHARS))}</pre></details>"
             )
     if result.status != "complete":
-        parts.append(f"<p><b>{esc(result.message)}</b></p>")
+        parts.append(f"<p><b>{esc(result.summary)}</b></p>")
     parts.append("</div>")
     return "\n".join(parts)

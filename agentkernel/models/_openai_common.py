@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any, TypeVar
 
 import openai
 
+from ..redact import known_secrets, redact_text, without_credentials
 from .base import ModelError
 
 DEFAULT_TIMEOUT = openai.Timeout(600.0, connect=10.0)
@@ -18,9 +18,6 @@ DEFAULT_TIMEOUT = openai.Timeout(600.0, connect=10.0)
 
 LOCAL_PLACEHOLDER_KEY = "not-needed"
 """Sent to a custom base URL when no key is configured: local servers (vLLM, Ollama, llama.cpp) ignore it."""
-
-_KEY_LIKE = re.compile(r"\b(sk|sess)-[A-Za-z0-9_\-*.]{6,}")
-_URL_USERINFO = re.compile(r"(https?://)[^/@\s]+@")
 
 
 S = TypeVar("S", bound="openai.AsyncStream[Any]")
@@ -89,7 +86,7 @@ class OpenAIModelBase:
         url = self._base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         if self._client is not None:
             url = str(self._client.base_url)
-        return _URL_USERINFO.sub(r"\1", url)
+        return without_credentials(url)
 
     @contextlib.asynccontextmanager
     async def _api_stream(self, opening: Awaitable[S]) -> AsyncIterator[S]:
@@ -109,16 +106,13 @@ class OpenAIModelBase:
         finally:
             await stream.close()
 
-    def _secrets(self) -> list[str]:
-        keys = [self._api_key, os.environ.get("OPENAI_API_KEY")]
-        if self._client is not None:
-            keys.append(self._client.api_key)
-        return [k for k in keys if k and len(k) >= 4 and k != LOCAL_PLACEHOLDER_KEY]
+    def secrets(self) -> list[str]:
+        """The keys this model may send (to keep them out of messages and recordings)."""
+        client_key = self._client.api_key if self._client is not None else None
+        return [k for k in known_secrets(self._api_key, client_key) if k != LOCAL_PLACEHOLDER_KEY]
 
     def _redact(self, text: str) -> str:
-        for secret in self._secrets():
-            text = text.replace(secret, "***")
-        return _URL_USERINFO.sub(r"\1", _KEY_LIKE.sub(r"\1-***", text))
+        return redact_text(text, self.secrets())
 
     def _model_error(self, error: openai.OpenAIError) -> ModelError:
         """Describe an SDK error (raised after the SDK's own retries) for the user, never including a key."""

@@ -23,28 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from ..history import Item
+from ..redact import known_secrets, redact
+from ..text import short
 from .base import FunctionCallEvent, Model, ModelError, ModelEvent, ModelRequest, TextDelta, UsageEvent
 
-REDACTED = "[redacted]"
 
-
-def _secrets(model: object | None = None) -> list[str]:
-    keys = [os.environ.get("OPENAI_API_KEY"), getattr(model, "_api_key", None)]
-    client = getattr(model, "_client", None)
-    keys.append(getattr(client, "api_key", None))
-    return [k for k in keys if isinstance(k, str) and len(k) >= 8]
-
-
-def _redact(value: Any, secrets: list[str]) -> Any:
-    if isinstance(value, str):
-        for secret in secrets:
-            value = value.replace(secret, REDACTED)
-        return value
-    if isinstance(value, dict):
-        return {k: _redact(v, secrets) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redact(v, secrets) for v in value]
-    return value
+def model_secrets(model: object) -> list[str]:
+    """The keys a model may use: its own (an OpenAI adapter's ``secrets()``) and ``OPENAI_API_KEY``."""
+    own = getattr(model, "secrets", None)
+    return known_secrets(*(own() if callable(own) else ()))
 
 
 def _without_ids(item: Item) -> Item:
@@ -68,7 +55,7 @@ def summarize_request(request: ModelRequest, secrets: Sequence[str] = ()) -> dic
     ``fingerprint`` is a hash of the whole history with call ids left out (they differ between runs of a real
     model); ``last`` is the part of the history the model is answering.
     """
-    history = _redact([_without_ids(item) for item in request.history], list(secrets))
+    history = redact([_without_ids(item) for item in request.history], list(secrets))
     canonical = json.dumps(history, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     tail = len(unseen_items(request.history))
     return {
@@ -116,7 +103,7 @@ class RecordingModel:
         self.name = getattr(inner, "name", type(inner).__name__)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        secrets = _secrets(self.inner)
+        secrets = model_secrets(self.inner)
         record: dict[str, Any] = {"model": self.name, "request": summarize_request(request, secrets), "events": []}
         stream = self.inner.stream(request)
         try:
@@ -135,7 +122,7 @@ class RecordingModel:
                 if aclose is not None:
                     await aclose()  # close the inner model's HTTP stream at once on an abort
             finally:
-                self._write(_redact(record, secrets))
+                self._write(redact(record, secrets))
 
     def _write(self, record: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -180,7 +167,7 @@ class ReplayModel:
         exchange = self.exchanges[self.requests]
         self.requests += 1
         if self.strict:
-            differences = compare_requests(exchange.get("request", {}), summarize_request(request, _secrets()))
+            differences = compare_requests(exchange.get("request", {}), summarize_request(request, known_secrets()))
             if differences:
                 raise ModelError(f"request {number} does not match the cassette {self.path.name}: "
                                  + "; ".join(differences))
@@ -197,8 +184,8 @@ def compare_requests(recorded: dict[str, Any], live: dict[str, Any]) -> list[str
     """Readable differences between a recorded request summary and a live one (empty when they match)."""
     differences = []
     if recorded.get("last") != live["last"]:
-        differences.append(f"the new input differs: recorded {_short(recorded.get('last'))}, "
-                           f"now {_short(live['last'])}")
+        was, now = (short(json.dumps(value, ensure_ascii=False), 200) for value in (recorded.get("last"), live["last"]))
+        differences.append(f"the new input differs: recorded {was}, now {now}")
     if recorded.get("tools") != live["tools"]:
         differences.append(f"the tools differ: recorded {recorded.get('tools')}, now {live['tools']}")
     if recorded.get("items") != live["items"]:
@@ -206,8 +193,3 @@ def compare_requests(recorded: dict[str, Any], live: dict[str, Any]) -> list[str
     if not differences and recorded.get("fingerprint") != live["fingerprint"]:
         differences.append("the earlier history differs from the recording")
     return differences
-
-
-def _short(value: Any, limit: int = 200) -> str:
-    text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentkernel
-from agentkernel import builtins
-from agentkernel.builtins import BUILTIN_TOOL_NAMES, MAX_OUTPUT_CHARS, PACKAGE_DIR, PathPolicy, builtin_tools
+from agentkernel import file_tools as file_tools_module
+from agentkernel.file_tools import FILE_TOOL_NAMES, MAX_OUTPUT_CHARS, PACKAGE_DIR, PathPolicy, file_tools
 from agentkernel.tools import Tool, invoke
 
 
@@ -29,7 +29,7 @@ def project(tmp_path: Path) -> Path:
 
 
 def tools_for(root: Path) -> dict[str, Tool]:
-    return {t.name: t for t in builtin_tools(root)}
+    return {t.name: t for t in file_tools(root)}
 
 
 def call(root: Path, name: str, **kwargs: object) -> str:
@@ -40,8 +40,8 @@ def call(root: Path, name: str, **kwargs: object) -> str:
 
 
 def test_tool_names_and_schemas() -> None:
-    tools = builtin_tools()
-    assert tuple(t.name for t in tools) == BUILTIN_TOOL_NAMES == ("read_file", "list_dir", "search_text")
+    tools = file_tools()
+    assert tuple(t.name for t in tools) == FILE_TOOL_NAMES == ("read_file", "list_dir", "search_text")
     assert all(t.read_only for t in tools)
     params = {t.name: t.schema()["parameters"] for t in tools}
     assert params["read_file"]["required"] == ["path"]
@@ -60,18 +60,18 @@ def test_tool_names_and_schemas() -> None:
 def test_module_level_tools_are_tools_bound_to_the_working_directory(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert isinstance(builtins.read_file, Tool) and builtins.read_file.name == "read_file"
-    assert isinstance(builtins.list_dir, Tool) and isinstance(builtins.search_text, Tool)
+    assert isinstance(file_tools_module.read_file, Tool) and file_tools_module.read_file.name == "read_file"
+    assert isinstance(file_tools_module.list_dir, Tool) and isinstance(file_tools_module.search_text, Tool)
     monkeypatch.chdir(project)
-    assert builtins.read_file.fn("notes.txt") == "hello\nworld"
+    assert file_tools_module.read_file.fn("notes.txt") == "hello\nworld"
     monkeypatch.chdir(project / "src")
-    assert builtins.list_dir.fn() == "app.py"
+    assert file_tools_module.list_dir.fn() == "app.py"
     with pytest.raises(FileNotFoundError):
-        builtins.read_file.fn("notes.txt")
+        file_tools_module.read_file.fn("notes.txt")
 
 
 def test_builtin_tools_accepts_a_policy(project: Path) -> None:
-    read = builtin_tools(PathPolicy(project, max_file_bytes=5))[0]
+    read = file_tools(PathPolicy(project, max_file_bytes=5))[0]
     with pytest.raises(ValueError, match="12 bytes, over the 5-byte limit"):
         read.fn("notes.txt")
 
@@ -290,25 +290,25 @@ def test_small_and_empty_files_come_back_whole(project: Path) -> None:
 
 
 def test_reads_its_own_source_from_any_root(project: Path) -> None:
-    source = Path(builtins.__file__).read_text()
-    lines = call(project, "read_file", path="agentkernel/builtins.py").splitlines()
+    source = Path(file_tools_module.__file__).read_text()
+    lines = call(project, "read_file", path="agentkernel/file_tools.py").splitlines()
     if lines[-1].startswith("[lines 1-"):  # the module outgrew the output cap: a first page and a note
         lines.pop()
     assert len(lines) > 100 and lines == source.splitlines()[: len(lines)]
-    first_page = call(project, "read_file", path="agentkernel/builtins.py", limit=3)
+    first_page = call(project, "read_file", path="agentkernel/file_tools.py", limit=3)
     assert first_page.splitlines()[:3] == source.splitlines()[:3]
-    assert "builtins.py" in call(project, "list_dir", path="agentkernel").splitlines()
+    assert "file_tools.py" in call(project, "list_dir", path="agentkernel").splitlines()
     assert "models/" in call(project, "list_dir", path="agentkernel/").splitlines()
     hits = call(project, "search_text", pattern="^class PathPolicy", path="agentkernel")
-    assert hits.startswith("agentkernel/builtins.py:") and str(Path(builtins.__file__).parent) not in hits
+    assert hits.startswith("agentkernel/file_tools.py:") and str(Path(file_tools_module.__file__).parent) not in hits
 
 
 def test_self_inspection_reads_the_whole_module_in_pages(project: Path) -> None:
-    source = Path(builtins.__file__).read_text().splitlines()
+    source = Path(file_tools_module.__file__).read_text().splitlines()
     pages: list[str] = []
     offset = 1
     while offset <= len(source):
-        out = call(project, "read_file", path="agentkernel/builtins.py", offset=offset, limit=100)
+        out = call(project, "read_file", path="agentkernel/file_tools.py", offset=offset, limit=100)
         pages += out.splitlines()[:-1]
         offset += 100
     assert pages == source
@@ -331,25 +331,25 @@ def test_self_inspection_stops_at_the_package_directory(project: Path) -> None:
 
 def test_self_inspection_is_only_for_relative_agentkernel_paths(project: Path) -> None:
     with pytest.raises(FileNotFoundError):
-        call(project, "read_file", path="builtins.py")
+        call(project, "read_file", path="file_tools.py")
     with pytest.raises(FileNotFoundError, match="no such file or directory: 'agentkernel/nope.py'"):
         call(project, "read_file", path="agentkernel/nope.py")
     with pytest.raises(PermissionError):
-        call(project, "read_file", path=str(Path(builtins.__file__)))
+        call(project, "read_file", path=str(Path(file_tools_module.__file__)))
 
 
 def test_the_roots_own_agentkernel_folder_wins(project: Path) -> None:
     (project / "agentkernel").mkdir()
-    (project / "agentkernel" / "builtins.py").write_text("# the project's own file\n")
-    assert call(project, "read_file", path="agentkernel/builtins.py") == "# the project's own file"
-    assert call(project, "list_dir", path="agentkernel") == "builtins.py"
+    (project / "agentkernel" / "file_tools.py").write_text("# the project's own file\n")
+    assert call(project, "read_file", path="agentkernel/file_tools.py") == "# the project's own file"
+    assert call(project, "list_dir", path="agentkernel") == "file_tools.py"
 
 
 def test_a_root_agentkernel_symlink_out_is_refused_not_replaced(project: Path) -> None:
-    (project.parent / "outside" / "builtins.py").write_text("# outside\n")
+    (project.parent / "outside" / "file_tools.py").write_text("# outside\n")
     (project / "agentkernel").symlink_to(project.parent / "outside", target_is_directory=True)
     with pytest.raises(PermissionError):
-        call(project, "read_file", path="agentkernel/builtins.py")
+        call(project, "read_file", path="agentkernel/file_tools.py")
 
 
 # -- list_dir and search_text --------------------------------------------------------------------------------
@@ -419,11 +419,10 @@ def test_refused_path_is_an_error_output_and_the_run_completes(project: Path) ->
     model = agentkernel.ScriptedModel([
         [agentkernel.Call("read_file", {"path": "../secret.txt"}),
          agentkernel.Call("read_file", {"path": "notes.txt"})],
-        agentkernel.Call("read_file", {"path": "agentkernel/builtins.py", "limit": 1}),
+        agentkernel.Call("read_file", {"path": "agentkernel/file_tools.py", "limit": 1}),
         "The notes say hello world.",
     ])
-    result = asyncio.run(agentkernel.run("Read the notes.", model=model, tools=builtin_tools(project),
-                                         transcript=False))
+    result = asyncio.run(agentkernel.run("Read the notes.", model=model, tools=file_tools(project)))
     assert result.status == "complete"
     assert result.answer == "The notes say hello world."
     agentkernel.validate_history(result.history)  # raises if a call lacks its output

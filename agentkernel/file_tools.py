@@ -5,10 +5,10 @@ working directory at call time unless configured), its real path (symlinks resol
 root, and only UTF-8 text files of reasonable size are read. A path starting with ``agentkernel/`` that does
 not exist under the root is read from the installed package instead, so the agent can read its own source::
 
-    from agentkernel.builtins import builtin_tools, read_file
+    from agentkernel.file_tools import file_tools, read_file
 
-    tools = builtin_tools("path/to/project")    # the three tools bound to that root
-    read_file.fn("agentkernel/builtins.py")     # this file, from any working directory
+    tools = file_tools("path/to/project")       # the three tools bound to that root
+    read_file.fn("agentkernel/file_tools.py")     # this file, from any working directory
 
 Paths in outputs and messages are always relative to the root, never absolute, so notebook outputs are the
 same on every machine. Refusals are raised as exceptions; the loop shows their text to the model.
@@ -24,14 +24,15 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
+from .text import short
 from .tools import Tool, tool
 
 __all__ = [
-    "BUILTIN_TOOL_NAMES", "MAX_FILE_BYTES", "MAX_OUTPUT_CHARS", "PACKAGE_DIR", "PathPolicy", "builtin_tools",
+    "FILE_TOOL_NAMES", "MAX_FILE_BYTES", "MAX_OUTPUT_CHARS", "PACKAGE_DIR", "PathPolicy", "file_tools",
     "list_dir", "read_file", "search_text",
 ]
 
-BUILTIN_TOOL_NAMES = ("read_file", "list_dir", "search_text")
+FILE_TOOL_NAMES = ("read_file", "list_dir", "search_text")
 PACKAGE_DIR = Path(__file__).resolve().parent
 """The installed ``agentkernel`` package, readable through paths starting with ``agentkernel/``."""
 
@@ -214,7 +215,7 @@ class PathPolicy:
                 continue
             for number, line in enumerate(_split_lines(text), 1):
                 if regex.search(line):
-                    matches.append(f"{here.show()}:{number}: {_clip(line, MAX_MATCH_LINE_CHARS)}")
+                    matches.append(f"{here.show()}:{number}: {short(line, MAX_MATCH_LINE_CHARS)}")
                     if len(matches) > MAX_MATCHES:
                         break
             if len(matches) > MAX_MATCHES:
@@ -300,11 +301,6 @@ def _take(lines: Iterable[str], budget: int) -> tuple[list[str], int | None]:
     return kept, None
 
 
-def _clip(line: str, width: int) -> str:
-    line = line.strip()
-    return line if len(line) <= width else line[:width] + " ..."
-
-
 def _read_part(path: Path, shown: str, first: int, limit: int | None) -> str:
     """Lines of a file too big to read whole, streamed so that only the asked part is decoded."""
     size = path.stat().st_size
@@ -325,7 +321,7 @@ def _read_part(path: Path, shown: str, first: int, limit: int | None) -> str:
     return "\n".join(kept) + "\n" + note
 
 
-def builtin_tools(root: str | os.PathLike[str] | PathPolicy | None = None) -> list[Tool]:
+def file_tools(root: str | os.PathLike[str] | PathPolicy | None = None) -> list[Tool]:
     """The tools ``read_file``, ``list_dir`` and ``search_text`` bound to one :class:`PathPolicy`.
 
     ``root`` is the project root (default: the working directory at the time of each call), or a ready
@@ -335,4 +331,4 @@ def builtin_tools(root: str | os.PathLike[str] | PathPolicy | None = None) -> li
     return [tool(policy.read_file), tool(policy.list_dir), tool(policy.search_text)]
 
 
-read_file, list_dir, search_text = builtin_tools()
+read_file, list_dir, search_text = file_tools()

@@ -1,0 +1,43 @@
+"""Keeping API keys out of everything a run shows or saves: error messages, cassettes and transcripts."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+MARKER = "[redacted]"
+MIN_SECRET_CHARS = 8
+"""Shorter strings are not treated as keys (replacing them everywhere would mangle ordinary text)."""
+
+_KEY_LIKE = re.compile(r"\b(?:sk|sess)-[A-Za-z0-9_\-*.]{6,}")
+_URL_USERINFO = re.compile(r"(https?://)[^/@\s]+@")
+
+
+def known_secrets(*keys: str | None) -> list[str]:
+    """The keys to hide: those given (a model's own key, say) and ``OPENAI_API_KEY``."""
+    candidates = [*keys, os.environ.get("OPENAI_API_KEY")]
+    return [k for k in dict.fromkeys(candidates) if isinstance(k, str) and len(k) >= MIN_SECRET_CHARS]
+
+
+def redact_text(text: str, secrets: list[str]) -> str:
+    """``text`` with each secret, anything shaped like an OpenAI key, and credentials in URLs replaced."""
+    for secret in secrets:
+        text = text.replace(secret, MARKER)
+    return _URL_USERINFO.sub(r"\1", _KEY_LIKE.sub(MARKER, text))
+
+
+def redact(value: Any, secrets: list[str]) -> Any:
+    """:func:`redact_text` applied to every string inside a JSON-like value (dicts, lists)."""
+    if isinstance(value, str):
+        return redact_text(value, secrets)
+    if isinstance(value, dict):
+        return {k: redact(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v, secrets) for v in value]
+    return value
+
+
+def without_credentials(url: str) -> str:
+    """A URL safe to show: any ``user:password@`` part removed."""
+    return _URL_USERINFO.sub(r"\1", url)

@@ -1,0 +1,54 @@
+"""Small text helpers shared by the loop, the tools and the renderings: one line, cut, and call arguments."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def short(text: str, width: int = 80) -> str:
+    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was in full."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n… ({len(text):,} characters in all)"
+
+
+def load_arguments(arguments: str) -> Any:
+    """A call's arguments JSON as a value (``{}`` for empty text); raises ``json.JSONDecodeError``."""
+    return json.loads(arguments) if arguments.strip() else {}
+
+
+def normalize_arguments(arguments: str) -> str:
+    """The arguments JSON re-serialized with keys sorted at every depth; not-JSON text is returned stripped."""
+    try:
+        value = load_arguments(arguments)
+    except (json.JSONDecodeError, AttributeError):
+        return str(arguments).strip()
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(", ", ": "))
+
+
+def short_arguments(arguments: str, width: int = 70) -> str:
+    """``path="a.txt", limit=20`` from a call's JSON arguments, cut to ``width``."""
+    try:
+        value = load_arguments(arguments)
+    except json.JSONDecodeError:
+        value = None
+    if isinstance(value, dict):
+        text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in value.items())
+    else:
+        text = arguments
+    return short(text, width)
+
+
+def pretty_arguments(arguments: str) -> str:
+    """A call's arguments JSON indented for reading (as given when it is not JSON)."""
+    try:
+        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+    except (json.JSONDecodeError, TypeError):
+        return arguments

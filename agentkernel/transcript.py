@@ -1,0 +1,73 @@
+"""A run's JSONL transcript: written line by line as items are committed, and read back to resume from."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import IO, Any
+
+from .history import Item, repair_history
+
+
+def transcript_dir() -> Path:
+    """Where run transcripts go unless a run says otherwise (``AGENTKERNEL_TRANSCRIPTS`` overrides)."""
+    return Path(os.environ.get("AGENTKERNEL_TRANSCRIPTS", "~/.agentkernel/transcripts")).expanduser()
+
+
+class Transcript:
+    """Appends a run's items to a JSONL file as they are committed, flushing each line.
+
+    Lines are ``{"event": "item", "item": {...}}``, with one ``{"event": "start", ...}`` first and one
+    ``{"event": "finish", ...}`` last, so a kernel that dies loses nothing committed before it died.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
+        if _ends_mid_line(self.path):  # an earlier run died mid-write: keep this run's first record whole
+            self._file.write("\n")
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self._file is None:
+            return
+        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._file.flush()
+
+    def item(self, item: Item) -> None:
+        self.write({"event": "item", "item": item})
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def _ends_mid_line(path: Path) -> bool:
+    with path.open("rb") as f:
+        if f.seek(0, os.SEEK_END) == 0:
+            return False
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) != b"\n"
+
+
+def load_transcript(path: str | os.PathLike[str]) -> list[Item]:
+    """Read the items of a transcript back as a repaired history, ready to resume from.
+
+    A file that several runs appended to gives the last run's history (each run's ``start`` record is
+    followed by the whole history it began from). A torn line (the kernel died mid-write) is skipped.
+    """
+    items: list[Item] = []
+    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():  # may end mid-character
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(record, dict):  # a torn line can still parse, e.g. as a number
+            continue
+        if record.get("event") == "start":
+            items = []
+        elif record.get("event") == "item" and isinstance(record.get("item"), dict):
+            items.append(record["item"])
+    return repair_history(items)
