@@ -156,8 +156,7 @@ class AgentLoop:
 
     async def _sample(self, text: list[str], calls: list[ToolCall]) -> None:
         request = ModelRequest(self.system, self.history, [t.schema() for t in self.tools.values()])
-        stream = self.model.stream(request)
-        async with _closing(stream):
+        async with contextlib.aclosing(self.model.stream(request)) as stream:  # an abort disconnects at once
             async for event in stream:
                 if isinstance(event, TextDelta):
                     text.append(event.text)
@@ -271,17 +270,6 @@ class AgentLoop:
     def emit(self, event: Event) -> None:
         if self.on_event is not None:
             self.on_event(event)
-
-
-@contextlib.asynccontextmanager
-async def _closing(stream: Any):
-    """Close an async generator stream on every exit, so an aborted HTTP stream is disconnected."""
-    try:
-        yield stream
-    finally:
-        aclose = getattr(stream, "aclose", None)
-        if aclose is not None:
-            await aclose()
 
 
 async def run(prompt: str | None, *, model: Model, **options: Any) -> LoopResult:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -59,8 +59,11 @@ class ModelError(Exception):
 
 @runtime_checkable
 class Model(Protocol):
-    """Anything with a ``name`` and a ``stream(request)`` async generator of :data:`ModelEvent`."""
+    """Anything with a ``name`` and a ``stream(request)`` async generator of :data:`ModelEvent`.
+
+    The loop closes the generator (``aclose``) when it stops early, so a model holding a connection can drop it.
+    """
 
     name: str
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]: ...
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]: ...

@@ -15,10 +15,11 @@ header, and a known key that shows up in a tool output is redacted.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,14 +103,14 @@ class RecordingModel:
         self.path = Path(path)
         self.name = getattr(inner, "name", type(inner).__name__)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         secrets = model_secrets(self.inner)
         record: dict[str, Any] = {"model": self.name, "request": summarize_request(request, secrets), "events": []}
-        stream = self.inner.stream(request)
         try:
-            async for event in stream:
-                record["events"].append(event_to_dict(event))
-                yield event
+            async with contextlib.aclosing(self.inner.stream(request)) as stream:  # an abort closes it at once
+                async for event in stream:
+                    record["events"].append(event_to_dict(event))
+                    yield event
         except ModelError as error:
             record["error"] = str(error)
             raise
@@ -117,12 +118,7 @@ class RecordingModel:
             record["interrupted"] = True
             raise
         finally:
-            try:
-                aclose = getattr(stream, "aclose", None)
-                if aclose is not None:
-                    await aclose()  # close the inner model's HTTP stream at once on an abort
-            finally:
-                self._write(redact(record, secrets))
+            self._write(redact(record, secrets))
 
     def _write(self, record: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -159,7 +155,7 @@ class ReplayModel:
         """How many recorded exchanges have not been played yet."""
         return len(self.exchanges) - self.requests
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         number = self.requests + 1
         if self.requests >= len(self.exchanges):
             raise ModelError(f"the cassette {self.path.name} holds {len(self.exchanges)} model request(s), "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,7 +78,7 @@ class OpenAIChatModel(OpenAIModelBase):
     :class:`~agentkernel.models.openai_responses.OpenAIResponsesModel`.
     """
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         options: dict[str, Any] = {}
         if request.tools:
             options["tools"] = chat_tools(request.tools)

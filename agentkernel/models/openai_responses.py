@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from ..history import Item
@@ -38,7 +38,7 @@ class OpenAIResponsesModel(OpenAIModelBase):
     ``response.completed``.
     """
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         options: dict[str, Any] = {}
         if request.system:
             options["instructions"] = request.system

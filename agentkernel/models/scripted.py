@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,7 +75,7 @@ class ScriptedModel:
             raise ModelError(f"the scripted model has no turn {index + 1} (it holds {len(self.script)})")
         return as_turn(self.script[index])
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         turn = self.next_turn(request)
         delay = turn.delay or self.delay
         if turn.error:
