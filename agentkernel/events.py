@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .models.base import TextDelta
+from .models.base import FunctionCallProgress, TextDelta
 from .result import LoopResult
 from .tools import ToolCall
 from .usage import Usage
@@ -51,11 +51,11 @@ class RunFinished:
 
 
 Event = (
-    RunStarted | RoundStarted | TextDelta | MessageDone | ToolCallStarted | ToolCallFinished | UsageUpdated
+    RunStarted | RoundStarted | TextDelta | FunctionCallProgress | MessageDone | ToolCallStarted | ToolCallFinished | UsageUpdated
     | RunFinished
 )
 
 __all__ = [
-    "Event", "MessageDone", "RoundStarted", "RunFinished", "RunStarted", "TextDelta", "ToolCallFinished",
+    "Event", "FunctionCallProgress", "MessageDone", "RoundStarted", "RunFinished", "RunStarted", "TextDelta", "ToolCallFinished",
     "ToolCallStarted", "UsageUpdated",
 ]

@@ -28,7 +28,15 @@ from .events import (
     UsageUpdated,
 )
 from .guards import FailureGuard, GuardConfig, NoProgressGuard, RepeatedCallGuard
-from .models.base import FunctionCallEvent, Model, ModelError, ModelRequest, TextDelta, UsageEvent
+from .models.base import (
+    FunctionCallEvent,
+    FunctionCallProgress,
+    Model,
+    ModelError,
+    ModelRequest,
+    TextDelta,
+    UsageEvent,
+)
 from .result import LoopResult
 from .stop import StopSignal
 from .tools import Approver, Tool, ToolCall, ToolStatus, as_registry, run_round
@@ -160,6 +168,8 @@ class AgentLoop:
             async for event in stream:
                 if isinstance(event, TextDelta):
                     text.append(event.text)
+                    self.emit(event)
+                elif isinstance(event, FunctionCallProgress):
                     self.emit(event)
                 elif isinstance(event, FunctionCallEvent):
                     calls.append(ToolCall(event.call_id, event.name, event.arguments))

@@ -1,12 +1,21 @@
 """Models: one async streaming interface over OpenAI Responses, Chat Completions, and scripted turns."""
 
-from .base import FunctionCallEvent, Model, ModelError, ModelEvent, ModelRequest, TextDelta, UsageEvent
+from .base import (
+    FunctionCallEvent,
+    FunctionCallProgress,
+    Model,
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    UsageEvent,
+)
 from .cassette import RecordingModel, ReplayModel
 from .openai_chat import OpenAIChatModel
 from .openai_responses import OpenAIResponsesModel
 from .scripted import Call, ScriptedModel, Turn
 
 __all__ = [
-    "Call", "FunctionCallEvent", "Model", "ModelError", "ModelEvent", "ModelRequest", "OpenAIChatModel",
+    "Call", "FunctionCallEvent", "FunctionCallProgress", "Model", "ModelError", "ModelEvent", "ModelRequest", "OpenAIChatModel",
     "OpenAIResponsesModel", "RecordingModel", "ReplayModel", "ScriptedModel", "TextDelta", "Turn", "UsageEvent",
 ]

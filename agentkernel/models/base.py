@@ -35,6 +35,19 @@ class FunctionCallEvent:
 
 
 @dataclass
+class FunctionCallProgress:
+    """A tool call the model is still writing: its name as soon as it is known, and the arguments' size so far.
+
+    Adapters send one whenever a call's arguments grow, so a front end can show the call before it is complete.
+    ``key`` stays the same while one call streams (its call_id, or the stream's index for it).
+    """
+
+    key: str
+    name: str
+    arguments_chars: int
+
+
+@dataclass
 class UsageEvent:
     """Token usage as reported by the API for one response."""
 
@@ -46,7 +59,7 @@ class UsageEvent:
         return self.input_tokens + self.output_tokens
 
 
-ModelEvent = TextDelta | FunctionCallEvent | UsageEvent
+ModelEvent = TextDelta | FunctionCallProgress | FunctionCallEvent | UsageEvent
 
 
 class ModelError(Exception):
