@@ -51,11 +51,11 @@ class RunFinished:
 
 
 Event = (
-    RunStarted | RoundStarted | TextDelta | FunctionCallProgress | MessageDone | ToolCallStarted | ToolCallFinished | UsageUpdated
-    | RunFinished
+    RunStarted | RoundStarted | TextDelta | FunctionCallProgress | MessageDone | ToolCallStarted | ToolCallFinished
+    | UsageUpdated | RunFinished
 )
 
 __all__ = [
-    "Event", "FunctionCallProgress", "MessageDone", "RoundStarted", "RunFinished", "RunStarted", "TextDelta", "ToolCallFinished",
-    "ToolCallStarted", "UsageUpdated",
+    "Event", "FunctionCallProgress", "MessageDone", "RoundStarted", "RunFinished", "RunStarted", "TextDelta",
+    "ToolCallFinished", "ToolCallStarted", "UsageUpdated",
 ]

@@ -16,6 +16,7 @@ from .openai_responses import OpenAIResponsesModel
 from .scripted import Call, ScriptedModel, Turn
 
 __all__ = [
-    "Call", "FunctionCallEvent", "FunctionCallProgress", "Model", "ModelError", "ModelEvent", "ModelRequest", "OpenAIChatModel",
-    "OpenAIResponsesModel", "RecordingModel", "ReplayModel", "ScriptedModel", "TextDelta", "Turn", "UsageEvent",
+    "Call", "FunctionCallEvent", "FunctionCallProgress", "Model", "ModelError", "ModelEvent", "ModelRequest",
+    "OpenAIChatModel", "OpenAIResponsesModel", "RecordingModel", "ReplayModel", "ScriptedModel", "TextDelta", "Turn",
+    "UsageEvent",
 ]
