@@ -121,6 +121,9 @@ class AgentLoop:
         try:
             trip = await self._rounds()
         except asyncio.CancelledError:
+            # Cancelled from outside, maybe mid-commit: the only way the history can break its invariant.
+            if h.history_problems(self.history):
+                self.history = h.repair_history(self.history)
             self._finish(Trip("aborted", "the run was cancelled"))
             raise
         return self._finish(trip)
@@ -205,21 +208,41 @@ class AgentLoop:
         return trip
 
     async def _race(self, work: Awaitable[None]) -> None:
-        """Await ``work`` unless the stop signal or the deadline comes first; then cancel it and raise _Stopped."""
-        task = asyncio.ensure_future(work)
-        stopper = asyncio.ensure_future(self.stop.wait())
-        timeout = None if self.deadline is None else max(self.deadline - time.monotonic(), 0)
-        try:
-            done, _ = await asyncio.wait({task, stopper}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopper.cancel()
-            if not task.done():
+        """Await ``work`` in this task unless the stop signal or the deadline comes first: then they cancel this
+        task (closing the model's stream, abandoning tool threads) and ``_Stopped`` is raised.
+
+        No task is made per call: the stop signal and a timer cancel the running task directly, as
+        ``asyncio.timeout`` does, and a cancellation from anyone else still propagates.
+        """
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        ours = False  # did the stop signal or the deadline cancel the task?
+        active = True  # a callback already on its way when the work ended must not cancel what follows
+
+        def cancel() -> None:
+            nonlocal ours
+            if active and not ours:
+                ours = True
                 task.cancel()
-        if task in done:  # its own outcome, whatever it is, even if the stop came at the same moment
-            return task.result()
-        # Let the cancelled stream close its connection (so the server sees the disconnect); tools running in
-        # threads are abandoned at once.
-        await asyncio.wait({task}, timeout=1.0)
+
+        before = task.cancelling()
+        unsubscribe = self.stop.subscribe(cancel)
+        timer = None if self.deadline is None else loop.call_at(loop.time() + self.deadline - time.monotonic(),
+                                                                cancel)
+        try:
+            await work
+            if ours:  # the work swallowed our cancellation and finished: its own outcome stands
+                task.uncancel()
+            return
+        except asyncio.CancelledError:
+            if not ours or task.uncancel() > before:  # cancelled by someone else too: not ours to handle
+                raise
+        finally:
+            active = False
+            unsubscribe()
+            if timer is not None:
+                timer.cancel()
         raise _Stopped(Trip("aborted", self.stop.reason) if self.stop.is_set() else self.limits.wall_clock_trip())
 
     # -- committing ------------------------------------------------------------------------------------------
@@ -257,7 +280,6 @@ class AgentLoop:
                 self.findings.append({"tool": call.name, "arguments": call.arguments, "output": call.output})
 
     def _finish(self, trip: Trip) -> LoopResult:
-        self.history = h.repair_history(self.history)  # a no-op unless the task was cancelled mid-commit
         result = LoopResult(
             status=trip.status,
             answer=self.last_text,
