@@ -59,8 +59,13 @@ class StopSignal:
 
     async def wait(self) -> None:
         """Return once the signal is set."""
-        woken = asyncio.get_running_loop().create_future()
-        unsubscribe = self.subscribe(lambda: woken.done() or woken.set_result(None))
+        woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def wake() -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        unsubscribe = self.subscribe(wake)
         try:
             await woken
         finally:
