@@ -2,6 +2,13 @@
 
 The panel only listens to loop events; live progress is shown through widget state, never through display
 updates or ``clear_output`` (nbval ignores those, so they would make saved notebooks fail to validate).
+
+It costs the same per event however long the run gets. Events only update plain Python entries; the widgets are
+brought up to date at most every ``throttle`` seconds (and at once for an approval or the run's end). Only the
+newest :data:`LIVE_ENTRIES` messages and calls are live widgets; older ones are folded into one static, still
+collapsible HTML block that counts them and lists the newest :data:`FOLDED_TITLES` of their titles, and their
+widgets are closed. So every update sends a bounded message, and a finished run holds a bounded number of widget
+models whatever its length. Calls still running, being written or awaiting approval are never folded.
 """
 
 from __future__ import annotations
@@ -9,12 +16,17 @@ from __future__ import annotations
 import asyncio
 import html
 import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Literal
 
 import ipywidgets as widgets
 from IPython.display import Markdown
+from ipywidgets.widgets.widget_string import HTMLStyle
 
 from ..events import (
     Event,
+    FunctionCallProgress,
     MessageDone,
     RoundStarted,
     RunFinished,
@@ -32,6 +44,43 @@ from .render import HTML_OUTPUT_CHARS, call_title
 PANEL_TEXT = "<agentkernel panel: the live view needs a widget front end; the run's transcript follows>"
 STATUS_COLOURS = {"ok": "#2e7d32", "error": "#c62828", "denied": "#ef6c00", "aborted": "#6d4c41",
                   "not_run": "#6d4c41"}
+LIVE_ENTRIES = 10  # the newest messages and calls shown as live widgets
+FOLDED_TITLES = 50  # how many of the folded entries' titles the fold block lists (the newest)
+DROPPED = "not sent: the model stopped before the call was complete"
+
+
+@dataclass(eq=False)
+class Entry:
+    """One thing the panel shows, in order: a message, a tool call (maybe still being written) or an approval."""
+
+    kind: Literal["message", "call", "approval"]
+    call: ToolCall | None = None
+    name: str = ""  # a call being written: its name and the size of its arguments so far
+    chars: int = 0
+    dropped: bool = False
+    text: list[str] = field(default_factory=list)  # a message's pieces, joined when shown
+    done: bool = False  # a message is complete / an approval is decided
+    pinned: bool = False  # never folded while set (an approval waiting for its click)
+    dirty: bool = True  # changed since its widgets were last brought up to date
+    view: widgets.Widget | None = None  # what the panel's body shows for it
+    parts: list[widgets.Widget] = field(default_factory=list)  # every widget it made (closed when folded)
+
+    @property
+    def busy(self) -> bool:
+        """Still changing: a call being written or running, an undecided approval."""
+        if self.kind == "call":
+            return not self.dropped and (self.call is None or self.call.status is None)
+        return self.pinned
+
+    def title(self) -> str:
+        if self.kind == "message":
+            return "message: " + " ".join("".join(self.text).split())[:80]
+        if self.kind == "approval":
+            return f"approval: {self.name}"
+        if self.call is None:
+            return f"{self.name}(…) · {'dropped' if self.dropped else 'writing'} · {self.chars} characters"
+        duration = f" · {self.call.duration:.2f} s" if self.call.status else ""
+        return call_title(self.call) + duration
 
 
 class Panel:
@@ -59,93 +108,198 @@ class Panel:
         self.stop_button.on_click(lambda _: self.stop_signal.set("stopped with the Stop button"))
         self.body = widgets.VBox()
         self.widget = widgets.VBox([widgets.HBox([self.stop_button, self.status]), *self.bars.values(), self.body])
-        self.sections: dict[str, widgets.Accordion] = {}
-        self.streaming: widgets.HTML | None = None
-        self.text: list[str] = []  # the streaming message's pieces, joined when shown
-        self.unshown = False  # pieces arrived since the last flush
+        # One layout and one style for every entry's widgets: otherwise each widget opens two more models.
+        self.layout = widgets.Layout()
+        self.html_style = HTMLStyle()
+        self.live: deque[Entry] = deque()  # shown as widgets, oldest first
+        self.by_call: dict[str, Entry] = {}  # live calls by call_id
+        self.writing: dict[str, Entry] = {}  # calls the model is still writing, by their progress key
+        self.streaming: Entry | None = None  # the message being streamed
+        self.folded = 0
+        self.folded_kinds = {"call": 0, "message": 0, "approval": 0}
+        self.folded_titles: deque[str] = deque(maxlen=FOLDED_TITLES)
+        self.fold: widgets.HTML | None = None  # the block of folded entries, made at the first fold
         self.last_flush = 0.0
-        self.refresh()
+        self.timer: asyncio.TimerHandle | None = None
+        self.flush()
 
     # -- events ----------------------------------------------------------------------------------------------
 
     def __call__(self, event: Event) -> None:
-        if isinstance(event, RoundStarted):
-            self.round = event.round
-        elif isinstance(event, TextDelta):
-            self.text.append(event.text)
-            self.unshown = True
-            if time.monotonic() - self.last_flush >= self.throttle:
-                self.flush_text()
-            return  # no status refresh per piece of text: the ticker moves it, and the front end is not flooded
+        if isinstance(event, TextDelta):
+            if self.streaming is None:
+                self.streaming = self.add(Entry("message"))
+            self.streaming.text.append(event.text)
+            self.streaming.dirty = True
+        elif isinstance(event, FunctionCallProgress):
+            entry = self.writing.get(event.key)
+            if entry is None:
+                entry = self.writing[event.key] = self.add(Entry("call", name=event.name))
+            entry.chars, entry.dirty = event.arguments_chars, True
+        elif isinstance(event, ToolCallStarted | ToolCallFinished):
+            if isinstance(event, ToolCallStarted):
+                self.calls += 1
+            self.entry_for(event.call).dirty = True
         elif isinstance(event, MessageDone):
-            self.finish_text(event.text)
+            entry = self.streaming or self.add(Entry("message"))
+            entry.text, entry.done, entry.dirty = [event.text], True, True
+            self.streaming = None
+        elif isinstance(event, RoundStarted):
+            self.round = event.round
+            self.drop_unfinished_writing()
         elif isinstance(event, UsageUpdated):
             self.tokens = event.usage.total_tokens
-        elif isinstance(event, ToolCallStarted):
-            self.calls += 1
-            self.show_call(event.call)
-        elif isinstance(event, ToolCallFinished):
-            self.show_call(event.call)
         elif isinstance(event, RunFinished):
             result = event.result
             self.state = f"{result.status}: {html.escape(result.detail)}" if result.detail else result.status
             self.stop_button.disabled = True
+            self.drop_unfinished_writing()
+            self.flush()
+            return
+        self.schedule()
+
+    def add(self, entry: Entry) -> Entry:
+        self.live.append(entry)
+        return entry
+
+    def entry_for(self, call: ToolCall) -> Entry:
+        """The live entry of ``call``: its own, the one shown while the model wrote it, or a new one."""
+        entry = self.by_call.get(call.call_id)
+        if entry is None:
+            # The progress key is the call_id or the stream's index for it (and the loop may rename a reused id):
+            # take the key if it matches, else the oldest call of that name still being written.
+            key = call.call_id if call.call_id in self.writing else next(
+                (k for k, e in self.writing.items() if e.name == call.name), None)
+            entry = self.writing.pop(key) if key is not None else self.add(Entry("call"))
+            entry.call = call
+            self.by_call[call.call_id] = entry
+        return entry
+
+    def drop_unfinished_writing(self) -> None:
+        """Calls still being written when a new round starts (or the run ends) were never sent in full."""
+        for entry in self.writing.values():
+            entry.dropped = entry.dirty = True
+        self.writing.clear()
+
+    # -- bringing the widgets up to date -------------------------------------------------------------------------
+
+    def schedule(self) -> None:
+        """Flush now if the last flush is ``throttle`` old, else once it will be (one timer at a time)."""
+        wait = self.last_flush + self.throttle - time.monotonic()
+        if wait <= 0:
+            self.flush()
+        elif self.timer is None:
+            try:
+                self.timer = asyncio.get_running_loop().call_later(wait, self.flush)
+            except RuntimeError:  # no event loop (a caller feeding events by hand): show it now
+                self.flush()
+
+    def flush(self) -> None:
+        """Fold what left the live window, bring changed entries' widgets up to date, refresh the status line."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.last_flush = time.monotonic()
+        shown = [e.view for e in self.live]
+        self.fold_old()
+        for entry in self.live:
+            if entry.dirty:
+                self.show(entry)
+        views = [e.view for e in self.live]
+        if views != shown or (self.fold is not None and self.body.children[:1] != (self.fold,)):
+            self.body.children = ((self.fold,) if self.fold is not None else ()) + tuple(views)
         self.refresh()
 
-    def flush_text(self) -> None:
-        if self.streaming is None:
-            self.streaming = widgets.HTML()
-            self.add(self.streaming)
-        self.streaming.value = f'<div style="white-space: pre-wrap">{html.escape("".join(self.text))}</div>'
-        self.last_flush, self.unshown = time.monotonic(), False
+    def fold_old(self) -> None:
+        excess = len(self.live) - LIVE_ENTRIES
+        if excess <= 0:
+            return
+        kept: deque[Entry] = deque()
+        for entry in self.live:
+            if excess > 0 and not entry.busy:
+                self.folded += 1
+                self.folded_kinds[entry.kind] += 1
+                self.folded_titles.append(entry.title())
+                for part in entry.parts:
+                    part.close()
+                if entry.call is not None:
+                    self.by_call.pop(entry.call.call_id, None)
+                excess -= 1
+            else:
+                kept.append(entry)
+        self.live = kept
+        if self.fold is None:
+            self.fold = widgets.HTML(layout=self.layout, style=self.html_style)
+        self.fold.value = self.folded_html()
 
-    def finish_text(self, text: str) -> None:
-        """Replace the streamed text by the message rendered as Markdown."""
-        out = widgets.Output()
-        out.append_display_data(Markdown(text))
-        if self.streaming is not None:
-            self.body.children = tuple(out if w is self.streaming else w for w in self.body.children)
+    def folded_html(self) -> str:
+        """The fold block: how many entries are folded, expanding to the newest titles."""
+        counts = ", ".join(f"{n} {kind}{'s' * (n != 1)}" for kind, n in self.folded_kinds.items() if n)
+        older = self.folded - len(self.folded_titles)
+        lines = [f"<li>{html.escape(title)}</li>" for title in self.folded_titles]
+        more = (f"<div><i>… and {older} before these; the whole run is in <code>_agent.history</code> and in "
+                "the rendering left when the run ends</i></div>") if older else ""
+        return (f"<details><summary><code>{self.folded} earlier entries folded ({counts})</code></summary>{more}"
+                f"<ol start={older + 1} style='margin: 0; font-family: monospace'>{''.join(lines)}</ol></details>")
+
+    def show(self, entry: Entry) -> None:
+        entry.dirty = False
+        if entry.kind == "message":
+            self.show_message(entry)
+        elif entry.kind == "call":
+            self.show_call(entry)
+
+    def show_message(self, entry: Entry) -> None:
+        text = "".join(entry.text)
+        if entry.done:  # the finished message, rendered as Markdown in place of the streamed text
+            for part in entry.parts:
+                part.close()
+            out = widgets.Output(layout=self.layout)
+            out.append_display_data(Markdown(text))
+            entry.view, entry.parts = out, [out]
         else:
-            self.add(out)
-        self.streaming, self.text, self.unshown = None, [], False
+            if entry.view is None:
+                entry.view = widgets.HTML(layout=self.layout, style=self.html_style)
+                entry.parts = [entry.view]
+            entry.view.value = f'<div style="white-space: pre-wrap">{html.escape(text)}</div>'
 
-    def show_call(self, call: ToolCall) -> None:
-        section = self.sections.get(call.call_id)
-        if section is None:
-            section = widgets.Accordion(children=[widgets.HTML()], selected_index=None)
-            self.sections[call.call_id] = section
-            self.add(section)
-        duration = f" · {call.duration:.2f} s" if call.status else ""
-        section.set_title(0, call_title(call) + duration)
+    def show_call(self, entry: Entry) -> None:
+        if entry.view is None:
+            detail = widgets.HTML(layout=self.layout, style=self.html_style)
+            entry.view = widgets.Accordion(children=[detail], selected_index=None, layout=self.layout)
+            entry.parts = [detail, entry.view]
+        assert isinstance(entry.view, widgets.Accordion)
+        entry.view.set_title(0, entry.title())
+        call = entry.call
+        if call is None:
+            what = DROPPED if entry.dropped else f"the model is writing the arguments: {entry.chars} characters so far"
+            entry.parts[0].value = f"<i>{html.escape(what)}</i>"
+            return
         output = html.escape(cut(call.output, HTML_OUTPUT_CHARS)) if call.status else "(running)"
         colour = STATUS_COLOURS.get(call.status or "", "#555")
         arguments = html.escape(pretty_arguments(call.arguments))
-        section.children[0].value = (
+        entry.parts[0].value = (
             f'<b style="color: {colour}">{call.status or "running"}</b>'
             f"<div><i>arguments</i></div><pre style='margin: 0 0 6px'>{arguments}</pre>"
             f"<div><i>output</i></div><pre style='margin: 0'>{output}</pre>"
         )
 
-    def add(self, widget: widgets.Widget) -> None:
-        self.body.children = (*self.body.children, widget)
-
     def refresh(self) -> None:
         elapsed = time.monotonic() - self.started
-        self.status.value = (f"<code>{self.state} · round {self.round} · "
-                             f"{self.calls} tool call{'s' * (self.calls != 1)} · "
-                             f"{self.tokens} tokens · {elapsed:.1f} s</code>")
+        status = (f"<code>{self.state} · round {self.round} · {self.calls} tool call{'s' * (self.calls != 1)} · "
+                  f"{self.tokens} tokens · {elapsed:.1f} s</code>")
+        if status != self.status.value:
+            self.status.value = status
         for key, value in (("rounds", self.round), ("tokens", self.tokens), ("seconds", elapsed),
                            ("calls", self.calls)):
             if key in self.bars:
                 self.bars[key].value = min(float(value), self.bars[key].max)
 
     async def tick(self, every: float = 0.5) -> None:
-        """Keep the elapsed time moving, and show text held back by the throttle; cancel when the run ends."""
+        """Keep the elapsed time moving (and anything held back shown); cancel when the run ends."""
         while True:
             await asyncio.sleep(every)
-            if self.unshown:
-                self.flush_text()
-            self.refresh()
+            self.flush()
 
     # -- approval --------------------------------------------------------------------------------------------
 
@@ -165,12 +319,17 @@ class Panel:
         deny.on_click(lambda _: loop.call_soon_threadsafe(decide, False))
         note = widgets.HTML(f"<code>{html.escape(call.name)}</code> has side effects. Run it?")
         row = widgets.HBox([note, approve, deny])
-        self.add(row)
+        entry = self.add(Entry("approval", name=call.name, pinned=True, dirty=False, view=row,
+                               parts=[note, approve, deny, row]))
+        self.flush()  # a person has to see it now
         try:
             verdict = await asyncio.wait_for(answer, timeout)
         except TimeoutError:
             verdict = False
         finally:
             approve.disabled = deny.disabled = True
-        note.value += f" <b>{'approved' if verdict else 'denied'}</b>"
+            entry.pinned = False
+        decided = "approved" if verdict else "denied"
+        note.value += f" <b>{decided}</b>"
+        entry.name = f"{call.name} {decided}"
         return verdict

@@ -1,0 +1,125 @@
+"""The live panel's cost in a real kernel: ``%%agent`` against a plain ``await run()``, one tool call per round.
+
+Not a test: run ``PYTHONPATH=. python benchmarks/panel.py`` (``--quick`` for one repeat and three RSS runs). A kernel
+is started with ``jupyter_client`` (as the kernel tests do, see ``tests/kernel_client.py``); a scripted model calls
+an async no-op tool N times, then answers. For N = 100 and 1000 it prints:
+
+- kernel ms per round for the ``%%agent`` cell (live panel, static rendering at the end) and for a plain
+  ``await agentkernel.run(...)`` cell in the same kernel, timed inside the kernel from ``pre_run_cell`` to
+  ``post_run_cell`` (best of the repeats, interleaved so noise hits both), and their ratio;
+- iopub messages and bytes per round of the ``%%agent`` cell (bytes: header, parent header, metadata and content
+  as JSON, as they go over the wire, plus any buffers);
+- the widget models the run left alive in the kernel (``ipywidgets.Widget.widgets``);
+- the kernel's RSS after ten 1000-call ``%%agent`` runs in a row against the RSS after the first.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from kernel_client import Cell, KernelSession, kernel_env  # noqa: E402
+
+SETUP = """\
+%load_ext agentkernel
+%autoawait True
+import gc, time, ipywidgets, agentkernel
+from agentkernel import Call, ScriptedModel, tool
+
+@tool
+async def noop(i: int) -> str:
+    "Do nothing, quickly."
+    return "ok"
+
+def script(n):
+    return ScriptedModel([Call("noop", {"i": i}) for i in range(n)] + ["done"])
+
+_times = []
+get_ipython().events.register("pre_run_cell", lambda info: _times.append(time.perf_counter()))
+get_ipython().events.register("post_run_cell", lambda result: _times.append(time.perf_counter()))
+
+def rss_mb():
+    gc.collect()
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS")) / 1024
+"""
+
+
+def wire_bytes(msg: dict) -> int:
+    parts = (msg["header"], msg["parent_header"], msg["metadata"], msg["content"])
+    return sum(len(json.dumps(p, default=str)) for p in parts) + sum(len(b) for b in msg.get("buffers") or [])
+
+
+def timed(kernel: KernelSession, code: str) -> tuple[float, Cell]:
+    """Run ``code``; return the kernel's seconds from pre_run_cell to post_run_cell, and the cell."""
+    cell = kernel.run(code, timeout=600)
+    assert cell.status == "ok" and not cell.errors, cell.describe()
+    start, end = kernel.value("_times[-2:]")
+    return end - start, cell
+
+
+def agent_run(kernel: KernelSession, n: int) -> tuple[float, Cell, int]:
+    kernel.ok(f"model = script({n}); _before = len(ipywidgets.Widget.widgets)")
+    seconds, cell = timed(kernel, "%%agent -m model --tools noop\ngo")
+    assert kernel.value("_agent.tool_calls") == n
+    alive = kernel.value("len(ipywidgets.Widget.widgets) - _before")
+    return seconds, cell, alive
+
+
+def plain_run(kernel: KernelSession, n: int) -> float:
+    kernel.ok(f"model = script({n})")
+    seconds, _ = timed(kernel, "_plain = await agentkernel.run('go', model=model, tools=[noop])")
+    assert kernel.value("_plain.tool_calls") == n
+    return seconds
+
+
+def main() -> None:
+    quick = "--quick" in sys.argv
+    repeats, rss_runs = (1, 3) if quick else (3, 10)
+    root = Path(tempfile.mkdtemp(prefix="agentkernel-bench-"))
+    (root / "cwd").mkdir()
+    kernel = KernelSession(root / "cwd", kernel_env(root))
+    try:
+        kernel.ok(SETUP)
+        kernel.ok("%config AgentMagics.transcripts = False")
+        agent_run(kernel, 20)  # warm up: imports, first widgets
+        plain_run(kernel, 20)
+        rows = []
+        for n in (100, 1000):
+            panel, plain = float("inf"), float("inf")
+            for _ in range(repeats):
+                seconds, cell, alive = agent_run(kernel, n)
+                panel = min(panel, seconds)
+                plain = min(plain, plain_run(kernel, n))
+            messages = cell.messages
+            rows.append((n, panel / n * 1e3, plain / n * 1e3, len(messages) / n,
+                         sum(wire_bytes(m) for m in messages) / n, alive, len(messages)))
+
+        first = None
+        for i in range(rss_runs):
+            agent_run(kernel, 1000)
+            if i == 0:
+                first = kernel.value("rss_mb()")
+        last = kernel.value("rss_mb()")
+        total_widgets = kernel.value("len(ipywidgets.Widget.widgets)")
+    finally:
+        kernel.shutdown()
+
+    print(f"{'N':>5} {'panel ms/round':>15} {'plain ms/round':>15} {'ratio':>6} {'msgs/round':>11} "
+          f"{'bytes/round':>12} {'widgets left':>13}")
+    for n, panel_ms, plain_ms, msgs, nbytes, alive, _ in rows:
+        print(f"{n:>5} {panel_ms:>15.3f} {plain_ms:>15.3f} {panel_ms / plain_ms:>5.1f}x {msgs:>11.2f} "
+              f"{nbytes:>12.0f} {alive:>13}")
+    print(f"bytes/round at N=1000 vs N=100: {rows[1][4] / rows[0][4]:.2f}x")
+    print(f"kernel RSS after {rss_runs} runs of 1000 calls: {last:.1f} MB, after the first: {first:.1f} MB "
+          f"(+{last - first:.1f} MB); widget models in the kernel: {total_widgets}")
+
+
+if __name__ == "__main__":
+    start = time.monotonic()
+    main()
+    print(f"({time.monotonic() - start:.0f} s)")
