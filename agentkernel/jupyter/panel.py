@@ -20,9 +20,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Literal
 
-import ipywidgets as widgets
+import ipywidgets as widgets  # type: ignore[import-untyped]
 from IPython.display import Markdown
-from ipywidgets.widgets.widget_string import HTMLStyle
+from ipywidgets.widgets.widget_string import HTMLStyle  # type: ignore[import-untyped]
 
 from ..events import (
     Event,

@@ -8,7 +8,7 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .base import FunctionCallEvent, ModelError, ModelEvent, ModelRequest, TextDelta, UsageEvent
+from .base import FunctionCallEvent, FunctionCallProgress, ModelError, ModelEvent, ModelRequest, TextDelta, UsageEvent
 
 
 @dataclass
@@ -57,7 +57,8 @@ class ScriptedModel:
 
     ``ScriptedModel(["Hello!"])`` answers once; ``ScriptedModel(lambda req: ...)`` decides from the history.
     Text is streamed word by word, waiting ``delay`` seconds (the turn's, else the model's) between chunks,
-    so a slow run can be stopped mid-stream. Usage is counted as one token per word.
+    so a slow run can be stopped mid-stream; each call is announced (``FunctionCallProgress``) by name, then
+    after ``delay`` with its arguments' size, before it is complete. Usage is counted as one token per word.
     """
 
     def __init__(self, script: Script, *, name: str = "scripted", delay: float = 0.0):
@@ -86,12 +87,14 @@ class ScriptedModel:
                 await asyncio.sleep(delay)
             yield TextDelta(word if i == 0 else " " + word)
         for i, call in enumerate(turn.calls):
-            if delay:
-                await asyncio.sleep(delay)
             arguments = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
             # Numbered by the history's length, not by this model's request count, so a run resumed from an
             # earlier history (often with a fresh model) never reuses that history's call ids.
             call_id = call.call_id or f"call_{len(request.history)}_{i + 1}"
+            yield FunctionCallProgress(call_id, call.name, 0)  # as from an API: the name before the arguments
+            if delay:
+                await asyncio.sleep(delay)
+                yield FunctionCallProgress(call_id, call.name, len(arguments))
             yield FunctionCallEvent(call_id=call_id, name=call.name, arguments=arguments)
         prompt_words = sum(len(str(item.get("content") or item.get("output") or "").split())
                            for item in request.history[-4:])
