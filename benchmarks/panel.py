@@ -9,7 +9,7 @@ an async no-op tool N times, then answers. For N = 100 and 1000 it prints:
   ``post_run_cell`` (best of the repeats, interleaved so noise hits both), and their ratio;
 - iopub messages and bytes per round of the ``%%agent`` cell (bytes: header, parent header, metadata and content
   as JSON, as they go over the wire, plus any buffers);
-- the widget models the run left alive in the kernel (``ipywidgets.Widget.widgets``);
+- the widget models the run left alive in the kernel (``ipywidgets.widgets.widget._instances``);
 - the kernel's RSS after ten 1000-call ``%%agent`` runs in a row against the RSS after the first.
 """
 
@@ -63,10 +63,10 @@ def timed(kernel: KernelSession, code: str) -> tuple[float, Cell]:
 
 
 def agent_run(kernel: KernelSession, n: int) -> tuple[float, Cell, int]:
-    kernel.ok(f"model = script({n}); _before = len(ipywidgets.Widget.widgets)")
+    kernel.ok(f"model = script({n}); _before = len(ipywidgets.widgets.widget._instances)")
     seconds, cell = timed(kernel, "%%agent -m model --tools noop\ngo")
     assert kernel.value("_agent.tool_calls") == n
-    alive = kernel.value("len(ipywidgets.Widget.widgets) - _before")
+    alive = kernel.value("len(ipywidgets.widgets.widget._instances) - _before")
     return seconds, cell, alive
 
 
@@ -105,7 +105,7 @@ def main() -> None:
             if i == 0:
                 first = kernel.value("rss_mb()")
         last = kernel.value("rss_mb()")
-        total_widgets = kernel.value("len(ipywidgets.Widget.widgets)")
+        total_widgets = kernel.value("len(ipywidgets.widgets.widget._instances)")
     finally:
         kernel.shutdown()
 

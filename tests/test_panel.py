@@ -1,0 +1,130 @@
+"""The live panel fed with a real loop's events (real ipywidgets, no front end): bounded however long the run.
+
+The kernel tests (``test_panel_kernel.py``) check the same through a real kernel's messages; these check the panel's
+own bookkeeping quickly and exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import ipywidgets as widgets
+import pytest
+from ipywidgets.widgets.widget import _instances as alive_widgets
+
+from agentkernel import Call, ScriptedModel, StopSignal, run, tool
+from agentkernel.events import FunctionCallProgress, RoundStarted, ToolCallStarted
+from agentkernel.jupyter.panel import FOLDED_TITLES, LIVE_ENTRIES, Panel
+from agentkernel.tools import ToolCall
+from agentkernel.usage import Limits
+
+
+@tool
+async def noop(i: int) -> str:
+    """Do nothing."""
+    return "ok"
+
+
+def run_with_panel(script: list, *, throttle: float = 0.1, **options) -> tuple[Panel, object]:
+    stop = StopSignal()
+    panel = Panel(Limits(), stop, throttle=throttle)
+    result = asyncio.run(run("go", model=ScriptedModel(script), tools=[noop], stop=stop, on_event=panel,
+                             **options))
+    return panel, result
+
+
+def accordion_titles(panel: Panel) -> list[str]:
+    return [w.titles[0] for w in panel.body.children if isinstance(w, widgets.Accordion)]
+
+
+@pytest.mark.parametrize("throttle", [0.0, 0.1], ids=["every event", "throttled"])
+def test_a_long_run_keeps_a_bounded_panel_and_folds_the_rest(throttle: float):
+    before = len(alive_widgets)
+    n = 1000
+    panel, result = run_with_panel([Call("noop", {"i": i}) for i in range(n)] + ["All done."], throttle=throttle)
+    assert result.status == "complete" and result.tool_calls == n
+
+    fold, *live = panel.body.children
+    assert len(live) == LIVE_ENTRIES
+    titles = accordion_titles(panel)
+    # The newest calls stay live, in order, finished; the final message is the last entry.
+    assert titles[-1].startswith(f"noop(i={n - 1}) · ok · ") and titles[0].startswith(f"noop(i={n - 9}) · ok")
+    assert isinstance(live[-1], widgets.Output) and live[-1].outputs[0]["data"]["text/markdown"] == "All done."
+    # Every older call is counted in the fold block, which lists only the newest FOLDED_TITLES of them.
+    folded = n - (LIVE_ENTRIES - 1)
+    assert f"{folded} earlier entries folded ({folded} calls)" in fold.value
+    assert fold.value.count("<li>") == FOLDED_TITLES
+    assert f"noop(i={folded - 1}) · ok" in fold.value and "noop(i=0)" not in fold.value
+    assert f"… and {folded - FOLDED_TITLES} before these" in fold.value
+    assert len(fold.value) < 6000  # bounded, whatever the run's length
+    # Folded calls' widgets were closed: what is left is the panel itself and the live window.
+    assert len(alive_widgets) - before <= 50
+    assert "complete · round 1001 · 1000 tool calls" in panel.status.value
+
+
+def test_every_update_is_bounded_however_long_the_run(monkeypatch: pytest.MonkeyPatch):
+    sizes: list[int] = []
+    send = widgets.Widget._send
+
+    def recording_send(self, msg, buffers=None):
+        sizes.append(len(json.dumps(msg, default=str)))
+        return send(self, msg, buffers)
+
+    monkeypatch.setattr(widgets.Widget, "_send", recording_send)
+    run_with_panel([Call("noop", {"i": i}) for i in range(50)] + ["done"], throttle=0.0)
+    short_run = max(sizes)
+    sizes.clear()
+    run_with_panel([Call("noop", {"i": i}) for i in range(500)] + ["done"], throttle=0.0)
+    assert max(sizes) < 8000 and max(sizes) <= 1.2 * max(short_run, 6000), (short_run, max(sizes))
+
+
+def test_a_call_shows_while_the_model_writes_it_and_becomes_its_section():
+    stop = StopSignal()
+    panel = Panel(Limits(), stop, throttle=0.0)
+    panel(RoundStarted(1))
+    panel(FunctionCallProgress("k1", "noop", 0))
+    (section,) = panel.body.children
+    assert section.titles[0] == "noop(…) · writing · 0 characters"
+    panel(FunctionCallProgress("k1", "noop", 9))
+    assert section.titles[0] == "noop(…) · writing · 9 characters"
+    assert "9 characters so far" in section.children[0].value
+    # The loop may rename the call (a reused id): matched by name, it takes over the same section.
+    panel(ToolCallStarted(ToolCall("k1_3", "noop", '{"i": 1}')))
+    assert panel.body.children == (section,)
+    assert section.titles[0] == "noop(i=1) · running"
+
+
+def test_a_call_the_model_never_finished_writing_is_marked_dropped():
+    panel = Panel(Limits(), StopSignal(), throttle=0.0)
+    panel(RoundStarted(1))
+    panel(FunctionCallProgress("k1", "noop", 5))
+    panel(RoundStarted(2))
+    (section,) = panel.body.children
+    assert section.titles[0] == "noop(…) · dropped · 5 characters"
+    assert "not sent" in section.children[0].value
+
+
+def test_stop_ends_a_long_run_at_once():
+    stop = StopSignal()
+    panel = Panel(Limits(), stop)
+
+    @tool
+    async def slowish(i: int) -> str:
+        """Take a moment."""
+        await asyncio.sleep(0.001)
+        return "ok"
+
+    endless = ScriptedModel(lambda request: Call("slowish", {"i": len(request.history)}))
+
+    async def main():
+        asyncio.get_running_loop().call_later(0.5, stop.set, "stopped with the Stop button")
+        start = time.monotonic()
+        result = await run("go", model=endless, tools=[slowish], stop=stop, on_event=panel)
+        return result, time.monotonic() - start
+
+    result, elapsed = asyncio.run(main())
+    assert result.status == "aborted" and result.tool_calls > 10 and elapsed < 0.5 + 0.2
+    assert "aborted: stopped with the Stop button" in panel.status.value
+    assert panel.stop_button.disabled
