@@ -1,0 +1,123 @@
+"""The live panel over long runs in a real kernel, driven over ZMQ with jupyter_client as a front end drives it.
+
+What a front end receives must not grow with the run: older calls are folded into one HTML block, their widgets are
+closed, and Stop still ends a run at once late in a long one. The figures (ms and bytes per round) are measured by
+``benchmarks/panel.py``, not asserted here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from kernel_client import KernelSession, Message, kernel_env
+
+from agentkernel.jupyter.panel import LIVE_ENTRIES
+
+STOP_BOUND = 0.5  # seconds from the Stop click to the cell going idle (measured ~0.01-0.05 s)
+
+SETUP = """\
+%reset -f
+%autoawait True
+%config AgentMagics.transcripts = False
+import asyncio, os, ipywidgets, agentkernel
+os.environ.pop("CI", None)
+from agentkernel import Call, ScriptedModel, Turn, tool
+from ipywidgets.widgets.widget import _instances as _widgets
+
+@tool
+async def noop(i: int) -> str:
+    "Do nothing, quickly."
+    return "ok"
+
+@tool
+async def tick(i: int) -> str:
+    "Take a millisecond."
+    await asyncio.sleep(0.001)
+    return "ok"
+"""
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("panel_kernel")
+    (root / "cwd").mkdir()
+    ks = KernelSession(root / "cwd", kernel_env(root))
+    try:
+        ks.ok("%load_ext agentkernel")
+        yield ks
+    finally:
+        ks.shutdown()
+
+
+@pytest.fixture
+def kernel(session: KernelSession) -> KernelSession:
+    session.ok(SETUP)
+    return session
+
+
+def data(msg: Message) -> str:
+    return json.dumps(msg["content"].get("data", {}), ensure_ascii=False)
+
+
+def comm_messages(cell, text: str) -> list[Message]:
+    return [m for m in cell.of_type("comm_open", "comm_msg") if text in data(m)]
+
+
+def test_a_long_run_folds_old_calls_and_leaves_few_widgets(kernel: KernelSession):
+    n = 500
+    kernel.ok(f"model = ScriptedModel([Call('noop', {{'i': i}}) for i in range({n})] + ['done'])\n"
+              "_before = len(_widgets)")
+    cell = kernel.run("%%agent -m model --tools noop\ngo", timeout=120)
+    assert cell.status == "ok" and not cell.errors, cell.describe()
+    assert kernel.value("_agent.tool_calls") == n
+
+    alive = kernel.value("len(_widgets) - _before")
+    print(f"widget models left alive by a {n}-call run: {alive}")
+    assert alive <= 50
+    # The folded calls are in the panel's state: the last update of the fold block counts all of them.
+    folded = n - (LIVE_ENTRIES - 1)  # the live window holds the final message and the newest calls
+    (last_fold, *_) = reversed(comm_messages(cell, "earlier entries folded"))
+    assert f"{folded} earlier entries folded ({folded} calls)" in data(last_fold)
+    assert f"noop(i={folded - 1}) · ok" in data(last_fold)
+    # The newest call has its live section, finished.
+    assert comm_messages(cell, f"noop(i={n - 1}) · ok")
+    # Every widget message is bounded (no children list or fold block growing with the run).
+    sizes = [len(data(m)) for m in cell.of_type("comm_open", "comm_msg")]
+    print(f"widget messages: {len(sizes)}, largest {max(sizes)} characters")
+    assert max(sizes) < 8000
+    assert len(sizes) < n  # fewer widget messages than calls: updates are throttled, not per event
+
+
+def test_stop_late_in_a_long_run_is_immediate(kernel: KernelSession):
+    kernel.ok("endless = ScriptedModel(lambda request: Call('tick', {'i': len(request.history)}))")
+    cell = kernel.submit("%%agent -m endless --tools tick\ngo on and on")
+    stop = cell.wait_for_button("Stop")
+
+    def late(msg: Message) -> bool:
+        found = re.search(r"running · round (\d+)", data(msg))
+        return found is not None and int(found.group(1)) >= 400
+
+    cell.wait_for(late, timeout=60)
+    clicked = kernel.click(stop)
+    cell.wait(10)
+    latency = cell.idle_at - clicked
+    rounds = kernel.value("_agent.rounds")
+    print(f"Stop after {rounds} rounds: idle {latency:.3f} s after the click")
+    assert latency < STOP_BOUND
+    assert cell.status == "ok" and not cell.errors, cell.describe()
+    assert kernel.value("_agent.status") == "aborted" and rounds >= 400
+    assert kernel.value("agentkernel.validate_history(_agent.history) or 'valid'") == "valid"
+    assert comm_messages(cell, "aborted: stopped with the Stop button")
+
+
+def test_a_call_shows_while_the_model_writes_it(kernel: KernelSession):
+    kernel.ok("writer = ScriptedModel([Turn(calls=[Call('noop', {'i': 7})], delay=0.5), 'done'])")
+    cell = kernel.run("%%agent -m writer --tools noop\ngo")
+    assert cell.status == "ok" and not cell.errors, cell.describe()
+    (writing, *_) = comm_messages(cell, "noop(…) · writing · 0 characters")
+    (finished, *_) = comm_messages(cell, "noop(i=7) · ok")
+    # The section shown while the call was written is the one that becomes the call's section.
+    assert writing["content"]["comm_id"] == finished["content"]["comm_id"]
+    assert cell.messages.index(writing) < cell.messages.index(finished)
