@@ -236,11 +236,11 @@ class Panel:
         """The fold block: how many entries are folded, expanding to the newest titles."""
         counts = ", ".join(f"{n} {kind}{'s' * (n != 1)}" for kind, n in self.folded_kinds.items() if n)
         older = self.folded - len(self.folded_titles)
-        lines = [f"<li>{html.escape(title)}</li>" for title in self.folded_titles]
+        lines = "\n".join(f"{older + i + 1}. {html.escape(title)}" for i, title in enumerate(self.folded_titles))
         more = (f"<div><i>… and {older} before these; the whole run is in <code>_agent.history</code> and in "
                 "the rendering left when the run ends</i></div>") if older else ""
         return (f"<details><summary><code>{self.folded} earlier entries folded ({counts})</code></summary>{more}"
-                f"<ol start={older + 1} style='margin: 0; font-family: monospace'>{''.join(lines)}</ol></details>")
+                f"<pre style='margin: 0'>{lines}</pre></details>")
 
     def show(self, entry: Entry) -> None:
         entry.dirty = False

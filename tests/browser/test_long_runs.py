@@ -1,0 +1,102 @@
+"""A 1000-call ``%%agent`` run in a real JupyterLab and Chromium: the page stays quick, Stop stays immediate.
+
+The live panel keeps the newest calls as widgets and folds older ones into one HTML block, so the page holds a few
+widget views however long the run. Run with ``python -m pytest -m browser tests/browser/test_long_runs.py``; the
+figures are printed at the end of the run and saved with the screenshots in artifacts/browser/.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pytest
+from lab import MEASUREMENTS, LabServer, NotebookPage, write_notebook
+
+expect = pytest.importorskip("playwright.sync_api").expect
+
+pytestmark = pytest.mark.browser
+
+SETUP = """\
+%load_ext agentkernel
+import asyncio
+from agentkernel import Call, ScriptedModel, tool
+
+@tool
+async def noop(i: int) -> str:
+    "Do nothing, quickly."
+    return "ok"
+
+@tool
+async def tick(i: int) -> str:
+    "Take a moment."
+    await asyncio.sleep(0.01)
+    return "ok"
+
+fast = ScriptedModel([Call("noop", {"i": i}) for i in range(1000)] + ["All 1000 done."])
+slow = ScriptedModel([Call("tick", {"i": i}) for i in range(1000)] + ["All 1000 done."])
+"""
+
+CELLS = [
+    SETUP,
+    "%%agent -m fast --tools noop\nCall noop a thousand times.",
+    "%%agent -m slow --tools tick\nCall tick a thousand times.",
+    "print('after stop:', _agent.status, _agent.tool_calls)",
+]
+
+# Clicks the section's header in the page and waits, frame by frame, until its contents are shown.
+EXPAND = """async (header) => {
+    const contents = header.closest('.jupyter-widget-Collapse').querySelector('.jupyter-widget-Collapse-contents');
+    const frame = () => new Promise(resolve => requestAnimationFrame(resolve));
+    const start = performance.now();
+    header.click();
+    while (contents.offsetHeight === 0) await frame();
+    await frame();  // painted
+    return (performance.now() - start) / 1000;
+}"""
+
+OpenNotebook = Callable[[str], NotebookPage]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def notebook(lab_server: LabServer) -> None:
+    write_notebook(lab_server.root / "long.ipynb", CELLS)
+
+
+def test_a_thousand_calls_stay_quick_to_expand_and_to_stop(open_notebook: OpenNotebook) -> None:
+    nb = open_notebook("long.ipynb")
+    nb.run_and_wait(0)
+
+    # A finished 1000-call run: the newest sections are live, the rest folded into a block that expands.
+    nb.run_and_wait(1, timeout=120)
+    expect(nb.status(1)).to_contain_text("complete · round 1001 · 1000 tool calls")
+    expect(nb.output(1)).to_contain_text("All 1000 done.")
+    sections = nb.output(1).locator(".jupyter-widget-Collapse")
+    assert sections.count() <= 10, sections.count()
+    newest = sections.last.locator(".jupyter-widget-Collapse-header")
+    expect(newest).to_contain_text('noop(i=999) · ok')
+    seconds = nb.page.evaluate(EXPAND, newest.element_handle())
+    MEASUREMENTS.append(f"1000-call run: expanding the newest call's section took {seconds * 1000:.0f} ms")
+    expect(sections.last.locator(".jupyter-widget-Collapse-contents")).to_contain_text('"i": 999')
+    assert seconds < 0.3, f"expanding the newest section took {seconds:.3f} s"
+
+    fold = nb.output(1).locator("details").filter(has_text="earlier entries folded").first
+    expect(fold).to_contain_text("991 earlier entries folded (991 calls)")
+    fold.locator("summary").click()
+    expect(fold).to_contain_text("noop(i=990) · ok")
+    nb.shot("long-1-finished", 1)
+
+    # A 1000-call run stopped late: the cell ends at once, and the next cell sees the result.
+    nb.run(2)
+    expect(nb.status(2)).to_contain_text(re.compile(r"running · round [6-9]\d\d "), timeout=120_000)
+    nb.run(3)
+    nb.arm_timer(2, nb.stop_button(2), "aborted")
+    nb.stop_button(2).click()
+    latency = nb.latency()
+    nb.wait_done(3)
+    nb.shot("long-2-stopped", 2)
+    MEASUREMENTS.append(f"Stop late in a 1000-call run: {latency}")
+    assert latency.done < 0.5, f"the cell ended {latency.done:.3f} s after the click"
+    expect(nb.status(2)).to_contain_text("aborted")
+    expect(nb.errors(2)).to_have_count(0)
+    expect(nb.output(3)).to_have_text(re.compile(r"after stop: aborted [6-9]\d\d"))
