@@ -48,13 +48,15 @@ def test_a_long_run_keeps_a_bounded_panel_and_folds_the_rest(throttle: float):
     assert result.status == "complete" and result.tool_calls == n
 
     fold, *live = panel.body.children
-    assert len(live) == LIVE_ENTRIES
+    assert LIVE_ENTRIES // 2 <= len(live) <= LIVE_ENTRIES
     titles = accordion_titles(panel)
     # The newest calls stay live, in order, finished; the final message is the last entry.
-    assert titles[-1].startswith(f"noop(i={n - 1}) · ok · ") and titles[0].startswith(f"noop(i={n - 9}) · ok")
+    assert titles == [t for t in titles if " · ok · " in t] and len(titles) == len(live) - 1
+    assert titles[-1].startswith(f"noop(i={n - 1}) · ok · ")
+    assert titles[0].startswith(f"noop(i={n - len(titles)}) · ok")
     assert isinstance(live[-1], widgets.Output) and live[-1].outputs[0]["data"]["text/markdown"] == "All done."
     # Every older call is counted in the fold block, which lists only the newest FOLDED_TITLES of them.
-    folded = n - (LIVE_ENTRIES - 1)
+    folded = n - len(titles)
     assert f"{folded} earlier entries folded ({folded} calls)" in fold.value
     listed = re.findall(r"(?:^|>)(\d+)\. noop", fold.value, re.MULTILINE)
     assert [int(i) for i in listed] == list(range(folded - FOLDED_TITLES + 1, folded + 1))

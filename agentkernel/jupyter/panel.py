@@ -5,9 +5,9 @@ updates or ``clear_output`` (nbval ignores those, so they would make saved noteb
 
 It costs the same per event however long the run gets. Events only update plain Python entries; the widgets are
 brought up to date at most every ``throttle`` seconds (and at once for an approval or the run's end). Only the
-newest :data:`LIVE_ENTRIES` messages and calls are live widgets; older ones are folded into one static, still
-collapsible HTML block that counts them and lists the newest :data:`FOLDED_TITLES` of their titles, and their
-widgets are closed. So every update sends a bounded message, and a finished run holds a bounded number of widget
+newest messages and calls (at most :data:`LIVE_ENTRIES`) are live widgets; older ones are folded into one static,
+still collapsible HTML block that counts them and lists the newest :data:`FOLDED_TITLES` of their titles, and
+their widgets are closed. So every update sends a bounded message, and a finished run holds a bounded number of widget
 models whatever its length. Calls still running, being written or awaiting approval are never folded.
 """
 
@@ -44,7 +44,7 @@ from .render import HTML_OUTPUT_CHARS, call_title
 PANEL_TEXT = "<agentkernel panel: the live view needs a widget front end; the run's transcript follows>"
 STATUS_COLOURS = {"ok": "#2e7d32", "error": "#c62828", "denied": "#ef6c00", "aborted": "#6d4c41",
                   "not_run": "#6d4c41"}
-LIVE_ENTRIES = 10  # the newest messages and calls shown as live widgets
+LIVE_ENTRIES = 10  # at most this many of the newest messages and calls are live widgets (at least half as many)
 FOLDED_TITLES = 50  # how many of the folded entries' titles the fold block lists (the newest)
 DROPPED = "not sent: the model stopped before the call was complete"
 
@@ -67,9 +67,11 @@ class Entry:
 
     @property
     def busy(self) -> bool:
-        """Still changing: a call being written or running, an undecided approval."""
+        """Still changing: a call being written or running, a message streaming, an undecided approval."""
         if self.kind == "call":
             return not self.dropped and (self.call is None or self.call.status is None)
+        if self.kind == "message":
+            return not self.done
         return self.pinned
 
     def title(self) -> str:
@@ -119,6 +121,8 @@ class Panel:
         self.folded_kinds = {"call": 0, "message": 0, "approval": 0}
         self.folded_titles: deque[str] = deque(maxlen=FOLDED_TITLES)
         self.fold: widgets.HTML | None = None  # the block of folded entries, made at the first fold
+        self.fold_changed = False
+        self.closing: list[widgets.Widget] = []  # widgets of folded entries, closed at the next flush
         self.last_flush = 0.0
         self.timer: asyncio.TimerHandle | None = None
         self.flush()
@@ -160,6 +164,8 @@ class Panel:
 
     def add(self, entry: Entry) -> Entry:
         self.live.append(entry)
+        if len(self.live) > LIVE_ENTRIES:
+            self.fold_old()
         return entry
 
     def entry_for(self, call: ToolCall) -> Entry:
@@ -195,42 +201,48 @@ class Panel:
                 self.flush()
 
     def flush(self) -> None:
-        """Fold what left the live window, bring changed entries' widgets up to date, refresh the status line."""
+        """Bring changed entries' widgets up to date, show the fold block, refresh the status line."""
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
         self.last_flush = time.monotonic()
-        shown = [e.view for e in self.live]
-        self.fold_old()
         for entry in self.live:
             if entry.dirty:
                 self.show(entry)
-        views = [e.view for e in self.live]
-        if views != shown or (self.fold is not None and self.body.children[:1] != (self.fold,)):
-            self.body.children = ((self.fold,) if self.fold is not None else ()) + tuple(views)
+        if self.fold_changed:
+            if self.fold is None:
+                self.fold = widgets.HTML(layout=self.layout, style=self.html_style)
+            self.fold.value = self.folded_html()
+            self.fold_changed = False
+        children = ((self.fold,) if self.fold is not None else ()) + tuple(e.view for e in self.live)
+        if children != self.body.children:
+            self.body.children = children
+        for part in self.closing:  # after the body stopped showing them
+            part.close()
+        self.closing.clear()
         self.refresh()
 
     def fold_old(self) -> None:
-        excess = len(self.live) - LIVE_ENTRIES
-        if excess <= 0:
-            return
+        """Fold the oldest entries that are not busy, down to half the live window.
+
+        Half, not one: a front end re-creates the views after the first child that changed, so folding one entry
+        per new one would redraw the whole window each time; this way it redraws it once per half a window.
+        """
+        excess = len(self.live) - LIVE_ENTRIES // 2
         kept: deque[Entry] = deque()
         for entry in self.live:
             if excess > 0 and not entry.busy:
                 self.folded += 1
                 self.folded_kinds[entry.kind] += 1
                 self.folded_titles.append(entry.title())
-                for part in entry.parts:
-                    part.close()
+                self.closing.extend(entry.parts)
                 if entry.call is not None:
                     self.by_call.pop(entry.call.call_id, None)
                 excess -= 1
             else:
                 kept.append(entry)
         self.live = kept
-        if self.fold is None:
-            self.fold = widgets.HTML(layout=self.layout, style=self.html_style)
-        self.fold.value = self.folded_html()
+        self.fold_changed = True
 
     def folded_html(self) -> str:
         """The fold block: how many entries are folded, expanding to the newest titles."""
@@ -252,8 +264,7 @@ class Panel:
     def show_message(self, entry: Entry) -> None:
         text = "".join(entry.text)
         if entry.done:  # the finished message, rendered as Markdown in place of the streamed text
-            for part in entry.parts:
-                part.close()
+            self.closing.extend(entry.parts)
             out = widgets.Output(layout=self.layout)
             out.append_display_data(Markdown(text))
             entry.view, entry.parts = out, [out]
