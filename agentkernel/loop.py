@@ -82,6 +82,7 @@ class AgentLoop:
     ):
         self.model = model
         self.tools = as_registry(tools)
+        self.schemas = [t.schema() for t in self.tools.values()]  # the same for every request
         self.system = DEFAULT_SYSTEM_PROMPT if system is None else system
         self.history: list[h.Item] = h.repair_history(history or [])
         self.call_ids = {item["call_id"] for item in self.history if item.get("type") == "function_call"}
@@ -166,7 +167,7 @@ class AgentLoop:
                 return trip
 
     async def _sample(self, text: list[str], calls: list[ToolCall]) -> None:
-        request = ModelRequest(self.system, self.history, [t.schema() for t in self.tools.values()])
+        request = ModelRequest(self.system, self.history, self.schemas)
         async with contextlib.aclosing(self.model.stream(request)) as stream:  # an abort disconnects at once
             async for event in stream:
                 if isinstance(event, TextDelta):

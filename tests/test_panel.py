@@ -132,3 +132,27 @@ def test_stop_ends_a_long_run_at_once():
     assert result.status == "aborted" and result.tool_calls > 10 and elapsed < 0.5 + 0.2
     assert "aborted: stopped with the Stop button" in panel.status.value
     assert panel.stop_button.disabled
+
+
+def test_the_static_rendering_of_a_long_run_is_bounded_and_deterministic():
+    from agentkernel.jupyter.render import HEAD_ENTRIES, TAIL_ENTRIES, RunRecord, render_html, render_text
+
+    def rendered(n: int) -> tuple[str, str]:
+        record = RunRecord()
+        result = asyncio.run(run("go", model=ScriptedModel([Call("noop", {"i": i}) for i in range(n)] + ["Done."]),
+                                 tools=[noop], on_event=record))
+        return render_text(result, record), render_html(result, record)
+
+    text, page = rendered(1000)
+    lines = text.splitlines()
+    calls = [line for line in lines if line.startswith("▸ ")]
+    assert len(calls) == HEAD_ENTRIES + TAIL_ENTRIES - 1  # the last entry is the final message
+    assert calls[0] == "▸ noop(i=0) · ok" and calls[HEAD_ENTRIES - 1] == f"▸ noop(i={HEAD_ENTRIES - 1}) · ok"
+    omitted = 1001 - HEAD_ENTRIES - TAIL_ENTRIES
+    assert lines.index(f"… {omitted} more entries (tool calls and messages) are left out here; the whole run is in "
+                       "_agent.history") == 1 + 2 * HEAD_ENTRIES
+    assert calls[-1] == "▸ noop(i=999) · ok" and lines[-1] == "Done."
+    assert page.count("<details>") == len(calls) and f"… {omitted} more entries" in page
+    assert rendered(1000) == (text, page)  # no timings or ids: the same run renders the same
+    short_text, _ = rendered(3)
+    assert "left out" not in short_text and short_text.count("▸ ") == 3

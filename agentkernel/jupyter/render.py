@@ -7,6 +7,7 @@ compares. Both forms are deterministic: no timings, run ids, call ids or absolut
 from __future__ import annotations
 
 import html
+from collections import deque
 from dataclasses import dataclass, field
 
 from ..events import Event, MessageDone, ToolCallFinished, ToolCallStarted
@@ -18,20 +19,51 @@ TEXT_OUTPUT_CHARS = 600
 HTML_OUTPUT_CHARS = 4000
 
 
+HEAD_ENTRIES = 50  # a long run's static rendering shows its first and its last entries, whatever its length
+TAIL_ENTRIES = 150
+
+
 @dataclass
 class RunRecord:
-    """What a run showed, in order: assistant messages (str) and tool calls (filled in as they finish)."""
+    """What a run showed, in order: assistant messages (str) and tool calls (filled in as they finish).
 
-    entries: list[str | ToolCall] = field(default_factory=list)
-    call_ids: set[str] = field(default_factory=set)
+    A long run keeps only its first :data:`HEAD_ENTRIES` and last :data:`TAIL_ENTRIES` entries and counts the ones
+    between (``omitted``), so the rendering left in the notebook, and the time to make it when the run ends, stay
+    bounded; the whole run is in the result's history.
+    """
+
+    head: list[str | ToolCall] = field(default_factory=list)
+    tail: deque[str | ToolCall] = field(default_factory=lambda: deque(maxlen=TAIL_ENTRIES))
+    omitted: int = 0
+    call_ids: set[str] = field(default_factory=set)  # of the calls kept
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, MessageDone):
-            self.entries.append(event.text)
+            self.add(event.text)
         elif isinstance(event, ToolCallStarted | ToolCallFinished) and event.call.call_id not in self.call_ids:
             # A call that never started (budget, abort) still gets its line when it is finished for it.
-            self.entries.append(event.call)
+            self.add(event.call)
             self.call_ids.add(event.call.call_id)
+
+    def add(self, entry: str | ToolCall) -> None:
+        if len(self.head) < HEAD_ENTRIES:
+            self.head.append(entry)
+            return
+        if len(self.tail) == TAIL_ENTRIES:
+            dropped = self.tail[0]
+            self.omitted += 1
+            if isinstance(dropped, ToolCall):
+                self.call_ids.discard(dropped.call_id)
+        self.tail.append(entry)
+
+    @property
+    def entries(self) -> list[str | ToolCall]:
+        """The kept entries in order (the omitted ones would go between the first HEAD_ENTRIES and the rest)."""
+        return [*self.head, *self.tail]
+
+    def omission(self) -> str:
+        return (f"… {self.omitted} more entries (tool calls and messages) are left out here; the whole run is in "
+                "_agent.history")
 
 
 def headline(result: LoopResult) -> str:
@@ -46,7 +78,9 @@ def call_title(call: ToolCall) -> str:
 def render_text(result: LoopResult, record: RunRecord) -> str:
     """The plain-text transcript of a run."""
     lines = [headline(result)]
-    for entry in record.entries:
+    for index, entry in enumerate(record.entries):
+        if index == HEAD_ENTRIES and record.omitted:
+            lines.append(record.omission())
         if isinstance(entry, str):
             lines.append(entry.strip())
         else:
@@ -61,7 +95,9 @@ def render_html(result: LoopResult, record: RunRecord) -> str:
     """The run as HTML: a headline, the messages, and one collapsed ``<details>`` per tool call."""
     esc = html.escape
     parts = [f'<div class="agentkernel-run"><p><b>{esc(headline(result))}</b></p>']
-    for entry in record.entries:
+    for index, entry in enumerate(record.entries):
+        if index == HEAD_ENTRIES and record.omitted:
+            parts.append(f"<p><i>{esc(record.omission())}</i></p>")
         if isinstance(entry, str):
             parts.append(f'<div style="white-space: pre-wrap">{esc(entry.strip())}</div>')
         else:
