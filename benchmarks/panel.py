@@ -6,7 +6,8 @@ an async no-op tool N times, then answers. For N = 100 and 1000 it prints:
 
 - kernel ms per round for the ``%%agent`` cell (live panel, static rendering at the end) and for a plain
   ``await agentkernel.run(...)`` cell in the same kernel, timed inside the kernel from ``pre_run_cell`` to
-  ``post_run_cell`` (best of the repeats, interleaved so noise hits both), and their ratio;
+  ``post_run_cell`` (best of the repeats, interleaved so noise hits both), and their ratio; also the kernel
+  process's CPU ms per round over the same span (all its threads), which a busy machine disturbs less;
 - iopub messages and bytes per round of the ``%%agent`` cell (bytes: header, parent header, metadata and content
   as JSON, as they go over the wire, plus any buffers);
 - the widget models the run left alive in the kernel (``ipywidgets.widgets.widget._instances``);
@@ -39,8 +40,8 @@ def script(n):
     return ScriptedModel([Call("noop", {"i": i}) for i in range(n)] + ["done"])
 
 _times = []
-get_ipython().events.register("pre_run_cell", lambda info: _times.append(time.perf_counter()))
-get_ipython().events.register("post_run_cell", lambda result: _times.append(time.perf_counter()))
+get_ipython().events.register("pre_run_cell", lambda info: _times.append((time.perf_counter(), time.process_time())))
+get_ipython().events.register("post_run_cell", lambda result: _times.append((time.perf_counter(), time.process_time())))
 
 def rss_mb():
     gc.collect()
@@ -54,27 +55,27 @@ def wire_bytes(msg: dict) -> int:
     return sum(len(json.dumps(p, default=str)) for p in parts) + sum(len(b) for b in msg.get("buffers") or [])
 
 
-def timed(kernel: KernelSession, code: str) -> tuple[float, Cell]:
-    """Run ``code``; return the kernel's seconds from pre_run_cell to post_run_cell, and the cell."""
+def timed(kernel: KernelSession, code: str) -> tuple[float, float, Cell]:
+    """Run ``code``; return the kernel's wall and CPU seconds from pre_run_cell to post_run_cell, and the cell."""
     cell = kernel.run(code, timeout=600)
     assert cell.status == "ok" and not cell.errors, cell.describe()
-    start, end = kernel.value("_times[-2:]")
-    return end - start, cell
+    (wall0, cpu0), (wall1, cpu1) = kernel.value("_times[-2:]")
+    return wall1 - wall0, cpu1 - cpu0, cell
 
 
-def agent_run(kernel: KernelSession, n: int) -> tuple[float, Cell, int]:
+def agent_run(kernel: KernelSession, n: int) -> tuple[float, float, Cell, int]:
     kernel.ok(f"model = script({n}); _before = len(ipywidgets.widgets.widget._instances)")
-    seconds, cell = timed(kernel, "%%agent -m model --tools noop\ngo")
+    wall, cpu, cell = timed(kernel, "%%agent -m model --tools noop\ngo")
     assert kernel.value("_agent.tool_calls") == n
     alive = kernel.value("len(ipywidgets.widgets.widget._instances) - _before")
-    return seconds, cell, alive
+    return wall, cpu, cell, alive
 
 
-def plain_run(kernel: KernelSession, n: int) -> float:
+def plain_run(kernel: KernelSession, n: int) -> tuple[float, float]:
     kernel.ok(f"model = script({n})")
-    seconds, _ = timed(kernel, "_plain = await agentkernel.run('go', model=model, tools=[noop])")
+    wall, cpu, _ = timed(kernel, "_plain = await agentkernel.run('go', model=model, tools=[noop])")
     assert kernel.value("_plain.tool_calls") == n
-    return seconds
+    return wall, cpu
 
 
 def main() -> None:
@@ -90,16 +91,17 @@ def main() -> None:
         plain_run(kernel, 20)
         rows = []
         for n in (100, 1000):
-            panel, plain = float("inf"), float("inf")
+            panel = plain = panel_cpu = plain_cpu = float("inf")
             for _ in range(repeats):
-                seconds, cell, alive = agent_run(kernel, n)
-                panel = min(panel, seconds)
-                plain = min(plain, plain_run(kernel, n))
+                wall, cpu, cell, alive = agent_run(kernel, n)
+                panel, panel_cpu = min(panel, wall), min(panel_cpu, cpu)
+                wall, cpu = plain_run(kernel, n)
+                plain, plain_cpu = min(plain, wall), min(plain_cpu, cpu)
             messages = cell.messages
-            rows.append((n, panel / n * 1e3, plain / n * 1e3, len(messages) / n,
-                         sum(wire_bytes(m) for m in messages) / n, alive, len(messages)))
+            rows.append((n, panel / n * 1e3, plain / n * 1e3, panel_cpu / n * 1e3, plain_cpu / n * 1e3,
+                         len(messages) / n, sum(wire_bytes(m) for m in messages) / n, alive))
 
-        first = None
+        first = 0.0
         for i in range(rss_runs):
             agent_run(kernel, 1000)
             if i == 0:
@@ -109,12 +111,12 @@ def main() -> None:
     finally:
         kernel.shutdown()
 
-    print(f"{'N':>5} {'panel ms/round':>15} {'plain ms/round':>15} {'ratio':>6} {'msgs/round':>11} "
-          f"{'bytes/round':>12} {'widgets left':>13}")
-    for n, panel_ms, plain_ms, msgs, nbytes, alive, _ in rows:
-        print(f"{n:>5} {panel_ms:>15.3f} {plain_ms:>15.3f} {panel_ms / plain_ms:>5.1f}x {msgs:>11.2f} "
-              f"{nbytes:>12.0f} {alive:>13}")
-    print(f"bytes/round at N=1000 vs N=100: {rows[1][4] / rows[0][4]:.2f}x")
+    print(f"{'N':>5} {'panel ms/round':>15} {'plain ms/round':>15} {'ratio':>6} {'panel CPU':>10} "
+          f"{'plain CPU':>10} {'msgs/round':>11} {'bytes/round':>12} {'widgets left':>13}")
+    for n, panel_ms, plain_ms, panel_cpu, plain_cpu, msgs, nbytes, alive in rows:
+        print(f"{n:>5} {panel_ms:>15.3f} {plain_ms:>15.3f} {panel_ms / plain_ms:>5.1f}x {panel_cpu:>10.3f} "
+              f"{plain_cpu:>10.3f} {msgs:>11.2f} {nbytes:>12.0f} {alive:>13}")
+    print(f"bytes/round at N=1000 vs N=100: {rows[1][6] / rows[0][6]:.2f}x")
     print(f"kernel RSS after {rss_runs} runs of 1000 calls: {last:.1f} MB, after the first: {first:.1f} MB "
           f"(+{last - first:.1f} MB); widget models in the kernel: {total_widgets}")
 
