@@ -4,7 +4,8 @@ The panel only listens to loop events; live progress is shown through widget sta
 updates or ``clear_output`` (nbval ignores those, so they would make saved notebooks fail to validate).
 
 It costs the same per event however long the run gets. Events only update plain Python entries; the widgets are
-brought up to date at most every ``throttle`` seconds (and at once for an approval or the run's end). Only the
+brought up to date at most every ``throttle`` seconds, new widgets at most every ``5 * throttle`` (and at once for
+an approval or the run's end). Only the
 newest messages and calls (at most :data:`LIVE_ENTRIES`) are live widgets; older ones are folded into one static,
 still collapsible HTML block that counts them and lists the newest :data:`FOLDED_TITLES` of their titles, and
 their widgets are closed. So every update sends a bounded message, and a finished run holds a bounded number of widget
@@ -123,7 +124,7 @@ class Panel:
         self.fold: widgets.HTML | None = None  # the block of folded entries, made at the first fold
         self.fold_changed = False
         self.closing: list[widgets.Widget] = []  # widgets of folded entries, closed at the next flush
-        self.last_flush = 0.0
+        self.last_flush = self.last_reshape = 0.0
         self.timer: asyncio.TimerHandle | None = None
         self.flush()
 
@@ -158,7 +159,7 @@ class Panel:
             self.state = f"{result.status}: {html.escape(result.detail)}" if result.detail else result.status
             self.stop_button.disabled = True
             self.drop_unfinished_writing()
-            self.flush()
+            self.flush(now=True)
             return
         self.schedule()
 
@@ -194,18 +195,29 @@ class Panel:
         wait = self.last_flush + self.throttle - time.monotonic()
         if wait <= 0:
             self.flush()
-        elif self.timer is None:
-            try:
-                self.timer = asyncio.get_running_loop().call_later(wait, self.flush)
-            except RuntimeError:  # no event loop (a caller feeding events by hand): show it now
-                self.flush()
+        else:
+            self.later(wait)
 
-    def flush(self) -> None:
-        """Bring changed entries' widgets up to date, show the fold block, refresh the status line."""
+    def flush(self, *, now: bool = False) -> None:
+        """Bring changed entries' widgets up to date, show the fold block, refresh the status line.
+
+        New widgets (and the body's children) change at most every ``5 * throttle`` seconds unless ``now``: what
+        costs a front end is making and dropping views, so a fast run redraws its window twice a second while the
+        status line and the sections already shown still move every ``throttle``.
+        """
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
         self.last_flush = time.monotonic()
+        reshape = self.fold_changed or any(e.dirty and self.needs_view(e) for e in self.live)
+        if reshape and not now and self.last_flush < self.last_reshape + 5 * self.throttle:
+            for entry in self.live:
+                if entry.dirty and not self.needs_view(entry):
+                    self.show(entry)
+            self.refresh()
+            self.later(self.last_reshape + 5 * self.throttle - self.last_flush)
+            return
+        self.last_reshape = self.last_flush
         for entry in self.live:
             if entry.dirty:
                 self.show(entry)
@@ -221,6 +233,20 @@ class Panel:
             part.close()
         self.closing.clear()
         self.refresh()
+
+    @staticmethod
+    def needs_view(entry: Entry) -> bool:
+        """Showing the entry takes a new widget: it has none, or its message is done (Markdown replaces text)."""
+        return entry.view is None or (entry.kind == "message" and entry.done
+                                      and not isinstance(entry.view, widgets.Output))
+
+    def later(self, wait: float) -> None:
+        """Flush after ``wait`` seconds (one timer at a time)."""
+        if self.timer is None:
+            try:
+                self.timer = asyncio.get_running_loop().call_later(wait, self.flush)
+            except RuntimeError:  # no event loop (a caller feeding events by hand): show it now
+                self.flush(now=True)
 
     def fold_old(self) -> None:
         """Fold the oldest entries that are not busy, down to half the live window.
@@ -332,7 +358,7 @@ class Panel:
         row = widgets.HBox([note, approve, deny])
         entry = self.add(Entry("approval", name=call.name, pinned=True, dirty=False, view=row,
                                parts=[note, approve, deny, row]))
-        self.flush()  # a person has to see it now
+        self.flush(now=True)  # a person has to see it now
         try:
             verdict = await asyncio.wait_for(answer, timeout)
         except TimeoutError:
