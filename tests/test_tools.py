@@ -58,10 +58,13 @@ def test_schema_from_signature_hints_defaults_and_docstring():
     assert props["limit"] == {"type": "integer", "description": "At most this many hits.", "default": 20}
     assert props["ratio"] == {"type": "number", "default": 0.5}
     assert props["ignore_case"] == {"type": "boolean", "default": False}
-    assert props["globs"] == {"type": "array", "items": {"type": "string"}}
-    assert props["mode"] == {"enum": ["regex", "fixed"], "default": "regex"}
-    assert props["depth"] == {"type": "integer"}
-    assert props["options"] == {"type": "object"}
+    # Optional parameters are nullable (pydantic's schema: anyOf with null, default null).
+    assert props["globs"] == {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}],
+                              "default": None}
+    assert props["mode"] == {"enum": ["regex", "fixed"], "type": "string", "default": "regex"}
+    assert props["depth"] == {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None}
+    assert props["options"] == {"anyOf": [{"type": "object", "additionalProperties": True}, {"type": "null"}],
+                                "default": None}
     assert search.read_only is True
 
 
