@@ -115,8 +115,17 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
 def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
     try:
         return typing.get_type_hints(fn, include_extras=True)
-    except Exception:  # e.g. a string annotation naming a class local to a test: treat every parameter as Any
-        return {}
+    except Exception:  # e.g. a string annotation naming a class defined inside a function: one by one
+        pass
+    target = getattr(inspect.unwrap(fn), "__func__", fn)
+    hints = {}
+    for name, annotation in getattr(target, "__annotations__", {}).items():
+        try:
+            hints[name] = eval(annotation, getattr(target, "__globals__", {})) if isinstance(annotation, str) \
+                else annotation
+        except Exception:  # a name that cannot be resolved: that parameter takes any JSON value
+            pass
+    return hints
 
 
 def _describable(hint: Any) -> bool:

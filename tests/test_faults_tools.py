@@ -373,7 +373,7 @@ def interrupt() -> str:
 
 m = ScriptedModel([[Call("quit_sync"), Call("quit_async"), Call("interrupt")], "still here"])
 """)
-        cell = session.run("%%agent -m m --tools quit_sync,quit_async,interrupt\ngo", timeout=60)
+        cell = session.run("%%agent -m m --tools quit_sync,quit_async,interrupt\ngo", timeout=30)
         assert cell.status == "ok" and not cell.errors, cell.describe()
         session.settle(0.5)  # the kernel died within 0.3 s of such a call before
         assert session.km.is_alive()
