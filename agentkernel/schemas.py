@@ -64,7 +64,7 @@ class Arguments:
             values = self.model.model_validate_json(arguments or "{}", strict=True)
         except ValidationError as e:
             raise ValueError(describe_errors(e.errors(include_url=False), list(self.names.values()))) from None
-        return {self.names[field]: getattr(values, field) for field in values.model_fields_set}
+        return {self.names[field]: values.__dict__[field] for field in values.__pydantic_fields_set__}
 
 
 def arguments_of(fn: Callable[..., Any], descriptions: dict[str, str]) -> Arguments:
