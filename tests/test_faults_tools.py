@@ -371,9 +371,19 @@ def interrupt() -> str:
     "KeyboardInterrupt raised by the tool itself."
     raise KeyboardInterrupt
 
-m = ScriptedModel([[Call("quit_sync"), Call("quit_async"), Call("interrupt")], "still here"])
+@tool
+def bye() -> str:
+    "IPython's exit(): in a kernel it asks the kernel to shut down rather than raising."
+    exit()
+
+@tool
+async def bye_async() -> str:
+    "quit(), on the kernel's own event loop."
+    quit(3)
+
+m = ScriptedModel([[Call(name) for name in ("quit_sync", "quit_async", "interrupt", "bye", "bye_async")], "still here"])
 """)
-        cell = session.run("%%agent -m m --tools quit_sync,quit_async,interrupt\ngo", timeout=30)
+        cell = session.run("%%agent -m m --tools quit_sync,quit_async,interrupt,bye,bye_async\ngo", timeout=30)
         assert cell.status == "ok" and not cell.errors, cell.describe()
         session.settle(0.5)  # the kernel died within 0.3 s of such a call before
         assert session.km.is_alive()
@@ -383,6 +393,19 @@ m = ScriptedModel([[Call("quit_sync"), Call("quit_async"), Call("interrupt")], "
             "error: SystemExit(1): the tool tried to end the process",
             "error: SystemExit(2): the tool tried to end the process",
             "error: KeyboardInterrupt",
+            "error: SystemExit(None): the tool tried to end the process",
+            "error: SystemExit(3): the tool tried to end the process",
         ]
+        # After the run `exit` is IPython's again (and a later cell still works).
+        assert session.value("exit is get_ipython().exiter and quit is get_ipython().exiter") is True
+        assert session.ok("print(6 * 7)").stdout == "42\n"
+        # The same with %autoawait off, where the loop runs in a worker thread.
+        session.ok("%autoawait False\nm = ScriptedModel([Call('bye'), 'still here'])")
+        cell = session.run("%%agent -m m --tools bye\ngo", timeout=30)
+        assert cell.status == "ok" and not cell.errors, cell.describe()
+        session.settle(0.5)
+        assert session.value("__import__('os').getpid()") == pid
+        exited = "error: SystemExit(None): the tool tried to end the process"
+        assert session.value("_agent.history[-2]['output']") == exited
     finally:
         session.shutdown()

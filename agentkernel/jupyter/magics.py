@@ -34,6 +34,7 @@ from ..stop import StopSignal
 from ..tools import Approver, Tool, tool
 from ..usage import Limits
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
+from .exits import exit_refused
 from .panel import PANEL_TEXT, Panel
 from .render import RunRecord, render_html, render_text
 
@@ -133,13 +134,14 @@ class AgentMagics(Magics):
             finally:
                 done.set()
 
-        threading.Thread(target=work, name="agentkernel-run", daemon=True).start()
-        while not done.is_set():
-            try:
-                done.wait(0.1)
-            except KeyboardInterrupt:
-                run.interrupted = True
-                run.loop.stop.set("interrupted by the kernel interrupt")
+        with exit_refused(self.shell.user_ns, self.shell.exiter):
+            threading.Thread(target=work, name="agentkernel-run", daemon=True).start()
+            while not done.is_set():
+                try:
+                    done.wait(0.1)
+                except KeyboardInterrupt:
+                    run.interrupted = True
+                    run.loop.stop.set("interrupted by the kernel interrupt")
         if failure:
             raise failure[0]
         self.finish(run)
@@ -149,7 +151,7 @@ class AgentMagics(Magics):
         run = self.prepare(line, cell)
         ticker = asyncio.ensure_future(run.panel.tick())
         try:
-            with self.interrupt_stops(run):
+            with self.interrupt_stops(run), exit_refused(self.shell.user_ns, self.shell.exiter):
                 await run.loop.run(run.prompt)
         finally:
             ticker.cancel()
