@@ -17,8 +17,9 @@ __all__ = ["exit_refused"]
 
 
 @contextlib.contextmanager
-def exit_refused(namespace: dict[str, Any], exiter: object) -> Iterator[None]:
-    """Bind ``exit`` and ``quit`` in ``namespace`` to ``sys.exit`` where they are ``exiter``; put them back after."""
+def exit_refused(shell: Any) -> Iterator[None]:
+    """Bind ``exit`` and ``quit`` in the shell's namespace to ``sys.exit`` where they are its exiter; then back."""
+    namespace, exiter = shell.user_ns, shell.exiter
     swapped = [name for name in ("exit", "quit") if namespace.get(name) is exiter]
     for name in swapped:
         namespace[name] = sys.exit

@@ -134,7 +134,7 @@ class AgentMagics(Magics):
             finally:
                 done.set()
 
-        with exit_refused(self.shell.user_ns, self.shell.exiter):
+        with exit_refused(self.shell):
             threading.Thread(target=work, name="agentkernel-run", daemon=True).start()
             while not done.is_set():
                 try:
@@ -151,7 +151,7 @@ class AgentMagics(Magics):
         run = self.prepare(line, cell)
         ticker = asyncio.ensure_future(run.panel.tick())
         try:
-            with self.interrupt_stops(run), exit_refused(self.shell.user_ns, self.shell.exiter):
+            with self.interrupt_stops(run), exit_refused(self.shell):
                 await run.loop.run(run.prompt)
         finally:
             ticker.cancel()
