@@ -241,6 +241,13 @@ async def collect(model: Any, request: Any) -> list[Any]:
     return [event async for event in model.stream(request)]
 
 
+def without_progress(events: list[Any]) -> list[Any]:
+    """The events less the FunctionCallProgress ones (which say a call is on its way)."""
+    from agentkernel.models import FunctionCallProgress
+
+    return [event for event in events if not isinstance(event, FunctionCallProgress)]
+
+
 def lookup_tool() -> Any:
     """A read-only tool for round trips: ``lookup(word)`` answers ``"<word> means ..."``."""
     from agentkernel import tool

@@ -107,7 +107,8 @@ def test_a_cassette_never_holds_the_key_or_an_authorization_header(tmp_path, mon
     cassette = tmp_path / "leak.jsonl"
     replies = [Reply(responses_events([], [("c1", "leak", "{}")])), Reply(responses_events(["ok"]))]
     with ScriptedServer(*replies) as server:
-        live = OpenAIResponsesModel("test-model", base_url=server.url)  # the key comes from the environment
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)  # the environment names the server: it gets the key
+        live = OpenAIResponsesModel("test-model")
         result = asyncio.run(run("go", model=RecordingModel(live, cassette), tools=[leak]))
     assert result.status == "complete"
     assert server.requests[0].headers["authorization"] == f"Bearer {TEST_KEY}"

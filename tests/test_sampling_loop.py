@@ -163,6 +163,7 @@ def _scenarios() -> dict[str, dict]:
         "complete": {"model": ScriptedModel(["hi"])},
         "aborted": {"model": ScriptedModel(["hi"]), "stop": stopped},
         "fatal_error": {"model": ScriptedModel([Turn(error="boom")])},
+        "truncated": {"model": ScriptedModel([Turn(text="The answer is", truncated="length")])},
         "repeated_tool_call": {"model": ScriptedModel(same), "guards": GuardConfig(max_stale_turns=0)},
         "no_progress": {"model": ScriptedModel([Turn()] * 5)},
         "tool_failure": {"model": ScriptedModel([Call("broken", {"path": f"{i}"}) for i in range(5)])},
