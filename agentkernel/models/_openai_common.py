@@ -122,7 +122,7 @@ class OpenAIModelBase:
         url = self._base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_API_URL
         if self._client is not None:
             url = str(self._client.base_url)
-        return without_credentials(url)
+        return without_credentials(url).rstrip("/")
 
     @property
     def is_openai_api(self) -> bool:
@@ -156,6 +156,9 @@ class OpenAIModelBase:
         except json.JSONDecodeError as error:  # the SDK parses each SSE data line as JSON
             raise ModelError(self._redact(f"the model API at {self.base_url} sent stream data that is not JSON: "
                                           f"{short(error.doc, 80)!r}")) from None
+        except (AttributeError, KeyError, TypeError, ValueError) as error:  # JSON, but not the shape of an event
+            raise ModelError(self._redact(f"the model API at {self.base_url} sent a stream event this adapter "
+                                          f"cannot read ({type(error).__name__}: {short(str(error), 120)})")) from None
         finally:
             await stream.close()
 

@@ -106,18 +106,22 @@ class OpenAIChatModel(OpenAIModelBase):
         super().__init__(model, **options)
         self._messages = InputCache(add_chat_message)
 
+    @property
+    def output_cap_field(self) -> str:
+        """The request field that carries ``max_output_tokens``."""
+        return "max_completion_tokens" if self.is_openai_api else "max_tokens"
+
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         messages = self._messages.convert(request.history)
         if request.system:
             messages.insert(0, {"role": "system", "content": request.system})
-        cap_field = "max_completion_tokens" if self.is_openai_api else "max_tokens"
         opening = self.client.chat.completions.create(
             model=self.model,
             messages=cast(list[ChatCompletionMessageParam], messages),
             tools=cast(list[ChatCompletionToolUnionParam], chat_tools(request.tools)) if request.tools else omit,
             stream=True,
             stream_options={"include_usage": True},
-            **self.sampling_options(cap_field),
+            **self.sampling_options(self.output_cap_field),
         )
         calls: dict[int, _PartialCall] = {}
         usage: CompletionUsage | None = None
