@@ -211,8 +211,9 @@ class OpenAIModelBase:
 class InputCache:
     """The history converted to an API's input shape, each item once.
 
-    Within a run the history only grows by appends, so each request converts just the items added since the
-    last one; the adapter's own work per request does not grow with the history. ``fold(converted, item)``
+    Within a run the history only grows by appends (and an item is never edited once appended), so each request
+    converts just the items added since the last one; the adapter's own work per request does not grow with the
+    history. ``fold(converted, item)``
     appends an item's converted form (or merges it into the last one, as Chat does with tool calls). Another
     history list, or one whose converted part changed, is converted afresh.
     """
