@@ -132,9 +132,9 @@ class AgentMagics(Magics):
         """The cell's options (command line > ``%config`` > environment > default) and its prompt."""
         try:
             words, rest = split_line(line)
+            args = self.agent.parser.parse_args(words)
             if cell is not None and rest:
                 raise UsageError(f"%%agent takes its prompt from the cell body; {rest!r} is not an option")
-            args = self.agent.parser.parse_args(words)
         except UsageError as e:
             usage = self.agent.parser.format_usage().split("::", 1)[-1].strip()
             raise UsageError(f"{e}\nusage: {usage}\n(%%agent? lists the options)") from None

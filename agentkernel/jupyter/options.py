@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from IPython.core import magic_arguments
 from IPython.core.error import UsageError
-from traitlets import Bool, Enum, Float, HasTraits, Int, List, TraitType, Unicode
+from traitlets import Bool, Enum, Float, Int, List, TraitType, Unicode
 
 from ..file_tools import FILE_TOOL_NAMES
 
@@ -154,9 +154,10 @@ class Option:
         return str(self.default)
 
     def help_text(self) -> str:
+        """The help on the command line: with the default (and the trait's name unless the flag spells it)."""
         if not self.spec.trait:
             return self.spec.help
-        named = "" if self.spec.flags and name_of(self.spec.flags[0]) == self.name else f"; AgentMagics.{self.name}"
+        named = "" if name_of(self.spec.flags[0]) == self.name else f"; %config AgentMagics.{self.name}"
         return f"{self.spec.help} (default: {self.shown_default}{named})"
 
     def argument(self) -> magic_arguments.argument:
@@ -173,7 +174,10 @@ class Option:
 
     def trait(self) -> TraitType:
         """The ``%config AgentMagics.<name>`` traitlet."""
-        kwargs: dict[str, Any] = {"help": self.help_text(), "allow_none": self.optional}
+        text = self.spec.help
+        if self.spec.flags:
+            text += f" (default: {self.shown_default}; command line: {self.spec.flags[0]})"
+        kwargs: dict[str, Any] = {"help": text, "allow_none": self.optional}
         trait: TraitType
         if self.spec.choices:
             trait = Enum(list(self.spec.choices), self.default, **kwargs)
@@ -302,8 +306,9 @@ def split_line(line: str) -> tuple[list[str], str]:
     return words, ""
 
 
-def merge(args: argparse.Namespace, configured: HasTraits) -> AgentOptions:
-    """Each option from the command line, else its ``%config`` trait, else its environment variable, else default."""
+def merge(args: argparse.Namespace, configured: object) -> AgentOptions:
+    """Each option from the command line, else its ``%config`` trait on ``configured`` (``AgentMagics``), else its
+    environment variable, else its default."""
     values: dict[str, Any] = {}
     for o in OPTIONS:
         value = getattr(args, o.name, None)
