@@ -149,12 +149,12 @@ class Option:
             return "on" if self.default else "off"
         if self.kind is list:
             return ",".join(self.default)
-        if self.kind in (int, float) and not self.default:
+        if self.kind in (int, float) and self.default == 0:
             return "0 = off"
         return str(self.default)
 
     def help_text(self) -> str:
-        """The help on the command line: with the default (and the trait's name unless the flag spells it)."""
+        """An option's help on the command line: with the default, and the trait's name unless the flag spells it."""
         if not self.spec.trait:
             return self.spec.help
         named = "" if name_of(self.spec.flags[0]) == self.name else f"; %config AgentMagics.{self.name}"
