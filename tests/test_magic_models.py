@@ -110,3 +110,10 @@ def test_record_starts_the_cassette_afresh_and_record_with_replay_is_a_usage_err
     shown = cell.stderr + "".join(e["evalue"] for e in cell.errors)
     assert "UsageError" in shown and "--record and --replay" in shown, cell.describe()
     assert not (tmp_path / "other.jsonl").exists() and not cell.displays
+
+
+def test_api_key_env_naming_an_unset_variable_is_a_config_error_before_the_run(kernel: KernelSession):
+    cell = kernel.run("%%agent --api chat --base-url http://127.0.0.1:9/v1 -m small --api-key-env SERVER_KEY\nhi")
+    (error,) = cell.errors
+    assert error["ename"] == "AgentConfigError" and "SERVER_KEY, which is not set" in error["evalue"]
+    assert not cell.displays and kernel.value("'_agent' in globals()") is False

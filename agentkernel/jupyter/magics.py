@@ -211,6 +211,10 @@ class AgentMagics(Magics):
                                        "(it needs a stream(request) method, like agentkernel.ScriptedModel)")
             return found
         base_url = options.base_url or None
+        if options.api_key_env and not os.environ.get(options.api_key_env):
+            raise AgentConfigError(f"--api-key-env names {options.api_key_env}, which is not set in this kernel's "
+                                   "environment: set it there (the key stays out of the notebook) or leave the "
+                                   "option out for a server that needs no key.")
         if not (os.environ.get("OPENAI_API_KEY") or options.api_key_env) and not base_url:
             raise AgentConfigError(NO_MODEL if not name else
                                    f"Model {name!r} is not an object in this notebook and OPENAI_API_KEY is not set: "
