@@ -94,8 +94,13 @@ class LlamaServer:
             return json.load(response)
 
     def busy(self) -> bool:
-        """Whether the server's one slot is generating now."""
+        """Whether the server's one slot is working on a request now (reading its prompt or generating)."""
         return any(slot.get("is_processing") for slot in self.get("/slots"))
+
+    def decoded(self) -> int:
+        """How many tokens the request in progress has generated so far (0 when the server is idle)."""
+        return sum(token.get("n_decoded", 0) for slot in self.get("/slots") if slot.get("is_processing")
+                   for token in slot.get("next_token", []))
 
     def log_tail(self, lines: int = 20) -> str:
         return "\n".join(self.log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])

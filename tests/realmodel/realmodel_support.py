@@ -16,6 +16,7 @@ from typing import Any
 import llama_server
 import pytest
 from llama_server import LlamaServer
+from openai import OpenAI
 
 from agentkernel import tool
 from agentkernel.tools import Tool
@@ -64,3 +65,20 @@ def wait_idle(server: LlamaServer, timeout: float) -> float:
             pytest.fail(f"the server was still generating {timeout} s later:\n{server.log_tail()}")
         time.sleep(0.05)
     return time.monotonic() - start
+
+
+def assert_generation_cancelled(server: LlamaServer, what: str) -> None:
+    """The server's one slot is free within seconds of a run's end and serves the next request at once.
+
+    Had the run's generation not been cancelled, it would hold the slot until the context (4096 tokens) is full:
+    minutes on one core.
+    """
+    freed = wait_idle(server, timeout=5)
+    started = time.monotonic()
+    client = OpenAI(base_url=server.api_url, api_key="unused")
+    reply = client.chat.completions.create(model=llama_server.MODEL_NAME, max_tokens=1,
+                                           messages=[{"role": "user", "content": "Hi"}])
+    served = time.monotonic() - started
+    print(f"{what}: the slot was free {freed:.2f} s after the run; the next request was served in {served:.2f} s")
+    assert reply.choices[0].finish_reason == "length"
+    assert served < 15
