@@ -161,7 +161,7 @@ def _read_address(stdout: IO[str] | None, timeout: float) -> str:
 
 def serve(template: Path) -> None:
     """The child's side: start the server, print where it listens, serve until stdin closes."""
-    import xllamacpp
+    import xllamacpp  # type: ignore[import-untyped]
 
     params = xllamacpp.CommonParams()
     params.model.path = str(model_path())

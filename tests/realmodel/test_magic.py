@@ -78,9 +78,10 @@ def test_stop_button_cancels_the_generation_on_the_server(kernel: KernelSession,
         assert time.monotonic() < deadline and not cell.done, cell.describe()
         kernel.pump(0.1)
     clicked = kernel.click(stop)
-    cell.wait(30)
-    print(f"Stop: the cell went idle {cell.idle_at - clicked:.2f} s after the click")
-    assert cell.idle_at - clicked < 2
+    idle_at = cell.wait(30).idle_at
+    assert idle_at is not None
+    print(f"Stop: the cell went idle {idle_at - clicked:.2f} s after the click")
+    assert idle_at - clicked < 2
     assert cell.status == "ok" and not cell.errors, cell.describe()
     assert headline(cell).startswith("agent: aborted")
     assert kernel.value("_agent.status") == "aborted"
