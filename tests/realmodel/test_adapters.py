@@ -15,9 +15,9 @@ from llama_server import MODEL_NAME, LlamaServer
 from realmodel_support import CALL_PROMPT, RAMBLE_PROMPT, SECRET, SYSTEM, assert_generation_cancelled, secret_word_tool
 
 from agentkernel import Limits, LoopResult, StopSignal, run, validate_history
-from agentkernel.events import Event
+from agentkernel.events import Event, ToolCallStarted
 from agentkernel.models import OpenAIChatModel, OpenAIResponsesModel
-from agentkernel.models.base import TextDelta
+from agentkernel.models.base import FunctionCallProgress, TextDelta
 
 pytestmark = pytest.mark.realmodel
 
@@ -30,8 +30,9 @@ def calls_and_outputs(result: LoopResult) -> list[tuple[str, str]]:
 
 def test_chat_run_with_a_real_tool_call_completes(idle_llama: LlamaServer):
     model = OpenAIChatModel(MODEL_NAME, base_url=idle_llama.api_url)
+    seen: list[Event] = []
     result = asyncio.run(run(CALL_PROMPT, model=model, tools=[secret_word_tool()], system=SYSTEM,
-                             limits=Limits(max_seconds=240)))
+                             on_event=seen.append, limits=Limits(max_seconds=240)))
     print(result.summary)
     assert result.status == "complete", result.summary
     validate_history(result.history)
@@ -42,6 +43,11 @@ def test_chat_run_with_a_real_tool_call_completes(idle_llama: LlamaServer):
     assert result.history[-1]["role"] == "assistant"
     assert result.usage.requests == result.rounds
     assert result.usage.input_tokens > 0 and result.usage.output_tokens > 0
+    # the panel heard of the call while the server was still streaming it
+    progress = [e for e in seen if isinstance(e, FunctionCallProgress)]
+    first_start = next(i for i, e in enumerate(seen) if isinstance(e, ToolCallStarted))
+    assert progress and {e.name for e in progress} == {"secret_word"}
+    assert seen.index(progress[0]) < first_start
 
 
 def test_stop_during_generation_cancels_it_on_the_server(idle_llama: LlamaServer):
@@ -77,3 +83,29 @@ def test_responses_api_text_answer(idle_llama: LlamaServer):
     assert isinstance(result.answer, str) and result.answer.strip()
     assert result.history[-1]["role"] == "assistant" and result.tool_calls == 0
     assert result.usage.input_tokens > 0 and result.usage.output_tokens > 0
+
+
+
+def test_an_output_cap_ends_a_chat_run_truncated(idle_llama: LlamaServer):
+    """``max_output_tokens`` reaches the server, which stops there and says why (``length``): ``truncated``."""
+    model = OpenAIChatModel(MODEL_NAME, base_url=idle_llama.api_url, max_output_tokens=5)
+    result = asyncio.run(run(RAMBLE_PROMPT, model=model, tools=[secret_word_tool()], system=SYSTEM,
+                             limits=Limits(max_seconds=120)))
+    print(result.summary)
+    assert result.status == "truncated", result.summary
+    assert "(length)" in result.detail
+    assert result.rounds == 1 and result.tool_calls == 0
+    assert 0 < result.usage.output_tokens <= 5
+    validate_history(result.history)
+
+
+def test_an_output_cap_reaches_the_responses_endpoint(idle_llama: LlamaServer):
+    """The cap is honoured; but llama-server's ``/v1/responses`` ends a capped response with ``response.completed``
+    (status ``completed``, no ``incomplete_details``), not ``response.incomplete``, so the run cannot tell it was
+    cut short. Only the cap is asserted here."""
+    model = OpenAIResponsesModel(MODEL_NAME, base_url=idle_llama.api_url, max_output_tokens=5)
+    result = asyncio.run(run(RAMBLE_PROMPT, model=model, system=SYSTEM, limits=Limits(max_seconds=120)))
+    print(result.summary)
+    assert result.status in ("complete", "truncated"), result.summary
+    assert 0 < result.usage.output_tokens <= 5
+    validate_history(result.history)

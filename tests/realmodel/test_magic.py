@@ -129,3 +129,13 @@ def test_responses_api_text_answer(kernel: KernelSession, idle_llama: LlamaServe
     assert kernel.value("_agent.status") == "complete"
     assert_valid_history(kernel)
     assert kernel.value("bool(_agent.answer and _agent.answer.strip())") is True
+
+
+def test_max_output_tokens_ends_the_cell_truncated(kernel: KernelSession, idle_llama: LlamaServer):
+    cell = kernel.run(agent_cell(idle_llama, RAMBLE_PROMPT, "--max-seconds 120 --max-output-tokens 5"),
+                      timeout=RUN)
+    (error,) = cell.errors
+    assert error["ename"] == "Truncated" and error["evalue"].startswith("TRUNCATED"), cell.describe()
+    assert kernel.value("_agent.status") == "truncated"
+    assert kernel.value("_agent.usage.output_tokens") <= 5
+    assert_valid_history(kernel)
