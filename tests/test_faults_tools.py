@@ -198,6 +198,16 @@ def test_deeply_nested_arguments_are_safe_to_render_and_compare():
     assert pretty_arguments(medium).count('"a"') == 400
 
 
+def test_a_run_with_deeply_nested_arguments_renders():
+    from agentkernel.jupyter.render import RunRecord, render_html, render_text
+
+    record = RunRecord()
+    result = run_guarded("go", model=ScriptedModel([Call("read", DEEP), "done"]), tools=[], on_event=record)
+    text, page = render_text(result, record), render_html(result, record)
+    assert '▸ read({"a": {"a":' in text and "error: unknown tool 'read'" in text
+    assert '{&quot;a&quot;: {&quot;a&quot;:' in page
+
+
 def test_deeply_nested_arguments_repeated_trip_the_guard_not_the_run():
     script = [Call("read", DEEP)] * 4 + ["never"]
     result = run_guarded("go", model=ScriptedModel(script), tools=[])
