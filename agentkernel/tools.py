@@ -46,12 +46,12 @@ class Tool(Generic[P, R]):
     read_only: bool = True
     timeout: float | None = 60.0
     max_output_chars: int | None = MAX_OUTPUT_CHARS
-    arguments: Arguments | None = field(default=None, compare=False)
+    arguments_model: Arguments | None = field(default=None, compare=False)
     """The pydantic model of the arguments (built from ``fn`` when not given)."""
 
     def __post_init__(self) -> None:
-        if self.arguments is None:
-            self.arguments = arguments_of(self.fn, {})
+        if self.arguments_model is None:
+            self.arguments_model = arguments_of(self.fn, {})
         # `help(t)`, `inspect.signature(t)` and `t?` show the user's function. Its __dict__ is not merged in: it
         # could hold names of this class's fields.
         functools.update_wrapper(self, self.fn, updated=())
@@ -67,8 +67,8 @@ class Tool(Generic[P, R]):
 
     def validate(self, arguments: str) -> dict[str, Any]:
         """The keyword arguments for a call from its arguments JSON; raise ValueError saying what is wrong."""
-        assert self.arguments is not None
-        return self.arguments.validate(arguments)
+        assert self.arguments_model is not None
+        return self.arguments_model.validate(arguments)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
@@ -136,7 +136,7 @@ def tool(
             read_only=read_only,
             timeout=timeout,
             max_output_chars=max_output_chars,
-            arguments=arguments,
+            arguments_model=arguments,
         )
 
     return wrap(fn) if fn is not None else wrap
