@@ -245,7 +245,7 @@ def test_a_hung_sync_tool_does_not_keep_the_script_alive(cut_by: str):
     assert result.returncode == 0, result.stderr
     status, seconds = result.stdout.split()
     assert status == {"max_seconds": "hit_wall_clock", "tool timeout": "complete", "stop": "aborted"}[cut_by]
-    assert float(seconds) < 2
+    assert float(seconds) < 3  # run() returns on time (0.3 s + the cancelled work's grace); the process then ends
 
 
 # -- 9. approvals are read strictly ------------------------------------------------------------------------------
