@@ -41,8 +41,8 @@ def function_call_output(call_id: str, output: str, *, synthetic: bool = False) 
 def history_problems(history: Iterable[Item]) -> list[str]:
     """Every way ``history`` breaks the invariant, as readable sentences (empty when it holds)."""
     problems: list[str] = []
-    open_calls: dict[str, int] = {}
-    answered: set[str] = set()
+    open_calls: dict[Any, int] = {}  # call ids as found, even malformed ones (None, numbers)
+    answered: set[Any] = set()
     for index, item in enumerate(history):
         kind = item.get("type")
         call_id = item.get("call_id")
@@ -86,8 +86,8 @@ def repair_history(history: Iterable[Item]) -> list[Item]:
     output items it stands in), so the model sees every call answered before the conversation goes on.
     """
     kept: list[Item] = []
-    calls: set[str] = set()
-    answered: set[str] = set()
+    calls: set[Any] = set()
+    answered: set[Any] = set()
     for item in history:
         kind, call_id = item.get("type"), item.get("call_id")
         if kind == "function_call":

@@ -8,7 +8,16 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .base import FunctionCallEvent, FunctionCallProgress, ModelError, ModelEvent, ModelRequest, TextDelta, UsageEvent
+from .base import (
+    FunctionCallEvent,
+    FunctionCallProgress,
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    Truncation,
+    UsageEvent,
+)
 
 
 @dataclass
@@ -29,6 +38,8 @@ class Turn:
     delay: float = 0.0
     error: str | None = None
     """If set, the model fails with this message (a ``ModelError``) instead of answering."""
+    truncated: str | None = None
+    """If set, the response ends as if the server cut it short, with this reason (``length``, ...)."""
 
 
 TurnLike = Turn | str | Call | list[Call] | dict[str, Any]
@@ -48,7 +59,7 @@ def as_turn(value: TurnLike) -> Turn:
     if isinstance(value, dict):
         calls = [c if isinstance(c, Call) else Call(**c) for c in value.get("calls", [])]
         return Turn(text=value.get("text", ""), calls=calls, delay=value.get("delay", 0.0),
-                    error=value.get("error"))
+                    error=value.get("error"), truncated=value.get("truncated"))
     raise TypeError(f"cannot make a scripted turn from {type(value).__name__}")
 
 
@@ -96,6 +107,8 @@ class ScriptedModel:
                 await asyncio.sleep(delay)
                 yield FunctionCallProgress(call_id, call.name, len(arguments))
             yield FunctionCallEvent(call_id=call_id, name=call.name, arguments=arguments)
+        if turn.truncated:
+            yield Truncation(turn.truncated)
         prompt_words = sum(len(str(item.get("content") or item.get("output") or "").split())
                            for item in request.history[-4:])
         yield UsageEvent(input_tokens=prompt_words, output_tokens=len(words) + 10 * len(turn.calls))
