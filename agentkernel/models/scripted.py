@@ -68,8 +68,9 @@ class ScriptedModel:
 
     ``ScriptedModel(["Hello!"])`` answers once; ``ScriptedModel(lambda req: ...)`` decides from the history.
     Text is streamed word by word, waiting ``delay`` seconds (the turn's, else the model's) between chunks,
-    so a slow run can be stopped mid-stream; each call is announced (``FunctionCallProgress``) by name, then
-    after ``delay`` with its arguments' size, before it is complete. Usage is counted as one token per word.
+    so a slow run can be stopped mid-stream; with a delay each call is also announced
+    (``FunctionCallProgress``) by name, then after ``delay`` with its arguments' size, before it is complete.
+    Usage is counted as one token per word.
     """
 
     def __init__(self, script: Script, *, name: str = "scripted", delay: float = 0.0):
@@ -102,8 +103,8 @@ class ScriptedModel:
             # Numbered by the history's length, not by this model's request count, so a run resumed from an
             # earlier history (often with a fresh model) never reuses that history's call ids.
             call_id = call.call_id or f"call_{len(request.history)}_{i + 1}"
-            yield FunctionCallProgress(call_id, call.name, 0)  # as from an API: the name before the arguments
-            if delay:
+            if delay:  # stream like an API: the call's name first, its arguments a moment later
+                yield FunctionCallProgress(call_id, call.name, 0)
                 await asyncio.sleep(delay)
                 yield FunctionCallProgress(call_id, call.name, len(arguments))
             yield FunctionCallEvent(call_id=call_id, name=call.name, arguments=arguments)
