@@ -156,3 +156,34 @@ def test_the_static_rendering_of_a_long_run_is_bounded_and_deterministic():
     assert rendered(1000) == (text, page)  # no timings or ids: the same run renders the same
     short_text, _ = rendered(3)
     assert "left out" not in short_text and short_text.count("▸ ") == 3
+
+
+def test_approvals_stay_until_answered_then_fold_and_close_their_widgets():
+    @tool(read_only=False)
+    async def write(i: int) -> str:
+        """Write something (a side effect)."""
+        return "written"
+
+    panel = Panel(Limits(), StopSignal(), throttle=0.0)
+    asked = []
+
+    async def click_approve(call, t):
+        answer = asyncio.ensure_future(panel.approve(call, t, None))
+        await asyncio.sleep(0)  # the row is shown
+        row = panel.live[-1].view
+        assert row in panel.body.children and panel.live[-1].busy  # never folded while it waits
+        asked.append(row.children[0].value)
+        row.children[1].click()  # Approve
+        return await answer
+
+    before = len(alive_widgets)
+    script = [Call("write", {"i": i}) for i in range(40)] + ["done"]
+    result = asyncio.run(run("go", model=ScriptedModel(script), tools=[write], approve=click_approve,
+                             on_event=panel))
+    assert result.status == "complete" and [f["output"] for f in result.partial_findings] == ["written"] * 40
+    assert len(asked) == 40 and "has side effects. Run it?" in asked[0]
+    fold = panel.body.children[0].value
+    counted = re.search(r"(\d+) earlier entries folded \((\d+) calls, (\d+) approvals\)", fold)
+    assert counted and int(counted.group(1)) == int(counted.group(2)) + int(counted.group(3)), fold
+    assert "approval: write approved" in fold
+    assert len(alive_widgets) - before <= 50

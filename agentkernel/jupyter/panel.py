@@ -114,6 +114,7 @@ class Panel:
         # One layout and one style for every entry's widgets: otherwise each widget opens two more models.
         self.layout = widgets.Layout()
         self.html_style = HTMLStyle()
+        self.button_style: widgets.ButtonStyle | None = None  # made for the first approval
         self.live: deque[Entry] = deque()  # shown as widgets, oldest first
         self.by_call: dict[str, Entry] = {}  # live calls by call_id
         self.writing: dict[str, Entry] = {}  # calls the model is still writing, by their progress key
@@ -349,13 +350,17 @@ class Panel:
             if not answer.done():
                 answer.set_result(verdict)
 
-        approve = widgets.Button(description="Approve", button_style="success")
-        deny = widgets.Button(description="Deny", button_style="warning")
+        if self.button_style is None:
+            self.button_style = widgets.ButtonStyle()
+        approve = widgets.Button(description="Approve", button_style="success", layout=self.layout,
+                                 style=self.button_style)
+        deny = widgets.Button(description="Deny", button_style="warning", layout=self.layout, style=self.button_style)
         # Click handlers may run on another thread (kernel subshells): hand the verdict to our loop.
         approve.on_click(lambda _: loop.call_soon_threadsafe(decide, True))
         deny.on_click(lambda _: loop.call_soon_threadsafe(decide, False))
-        note = widgets.HTML(f"<code>{html.escape(call.name)}</code> has side effects. Run it?")
-        row = widgets.HBox([note, approve, deny])
+        note = widgets.HTML(f"<code>{html.escape(call.name)}</code> has side effects. Run it?", layout=self.layout,
+                            style=self.html_style)
+        row = widgets.HBox([note, approve, deny], layout=self.layout)
         entry = self.add(Entry("approval", name=call.name, pinned=True, dirty=False, view=row,
                                parts=[note, approve, deny, row]))
         self.flush(now=True)  # a person has to see it now
