@@ -1,0 +1,248 @@
+"""The kernel tools: the agent sees the notebook's variables, inspects values, reads the last error and the last
+cells (read-only), and runs code in the kernel behind approval (``run_python``).
+
+They need the IPython shell, so they live in the Jupyter layer and are built per run::
+
+    tools = KernelTools(get_ipython())
+    await agentkernel.run("What columns does df have?", model=model, tools=tools.tools)
+    tools.executed_code    # the code run_python ran, in order
+
+Every output is bounded (:data:`~agentkernel.file_tools.MAX_OUTPUT_CHARS`) and marked where cut. Names are
+looked up in the user namespace and dotted paths walked with ``getattr`` on identifiers only: nothing the model
+writes is evaluated, except the code of an approved ``run_python`` call.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import traceback
+from collections.abc import Callable
+from types import ModuleType, TracebackType
+from typing import Any
+
+from ..events import Event, ToolCallStarted
+from ..file_tools import MAX_OUTPUT_CHARS
+from ..text import cut, short
+from ..tools import Tool, tool
+from .code_runner import CodeRunner, Output
+from .describe import describe, one_line, size_hint, type_name
+
+KERNEL_TOOL_NAMES = ("list_variables", "inspect_variable", "last_error", "notebook_cells", "run_python")
+RUN_PYTHON_TIMEOUT = 300.0
+"""Seconds a run_python call may take before it is stopped like an aborted one."""
+MAX_VARIABLES = 300
+MAX_CELLS = 50
+CELL_INPUT_CHARS = 3000
+CELL_OUTPUT_CHARS = 1000
+MAX_FRAMES = 30
+
+DisplaysListener = Callable[[str, list[Output]], None]
+
+
+class CodeFailed(Exception):
+    """run_python's code raised: the message is the error's first line, then everything the code showed."""
+
+
+class KernelTools:
+    """The kernel tools of one ``%%agent`` run, bound to an IPython shell.
+
+    ``on_displays(call_id, outputs)`` (optional) receives the rich outputs (images, HTML) of each finished
+    ``run_python`` call, for a front end to show in that call's section. To know the call id, pass this object
+    the loop's events too (it is a listener: ``on_event=fan_out(panel, kernel_tools)``).
+    """
+
+    def __init__(self, shell: Any, *, on_displays: DisplaysListener | None = None):
+        self.shell = shell
+        self.runner = CodeRunner(shell)
+        self.on_displays = on_displays
+        self.running_call_id = ""
+        self.tools: list[Tool] = [
+            tool(self.list_variables),
+            tool(self.inspect_variable),
+            tool(self.last_error),
+            tool(self.notebook_cells),
+            tool(self.run_python, read_only=False, timeout=RUN_PYTHON_TIMEOUT),
+        ]
+
+    @property
+    def executed_code(self) -> list[str]:
+        """The code ``run_python`` ran (approved, compiled and started), in order."""
+        return list(self.runner.executed)
+
+    def __call__(self, event: Event) -> None:
+        # Side-effecting calls run one at a time, so the run_python call that started last is the one running.
+        if isinstance(event, ToolCallStarted) and event.call.name == "run_python":
+            self.running_call_id = event.call.call_id
+
+    # -- the tools -------------------------------------------------------------------------------------------
+
+    def list_variables(self) -> str:
+        """List the notebook's variables (as %whos shows them; no modules, no _-names): name, type, size
+        (shape or length) and a one-line value."""
+        names = sorted(name for name, value in self.user_variables())
+        if not names:
+            return "no variables yet: the notebook's namespace holds no user variables"
+        rows = [(name, *self._row(self.shell.user_ns[name])) for name in names[:MAX_VARIABLES]]
+        widths = [min(max(len(row[i]) for row in rows), 24) for i in range(3)]
+        header = ("name", "type", "size")
+        widths = [max(w, len(h)) for w, h in zip(widths, header, strict=True)]
+        lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + "  value"]
+        lines += ["  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3]
+                  for row in rows]
+        if len(names) > MAX_VARIABLES:
+            lines.append(f"[{len(names) - MAX_VARIABLES:,} more variables not shown]")
+        return _bounded("\n".join(lines))
+
+    def inspect_variable(self, name: str) -> str:
+        """Describe one variable of the notebook; name may be a dotted path such as df.columns or
+        model.coef_. DataFrames and Series: shape, dtypes, missing values, first rows, describe of numeric
+        columns; arrays: shape, dtype, min/max/mean; containers: length and first items; functions: signature
+        and doc.
+
+        Args:
+            name: a variable name or a dotted path of attribute names (no calls, no indexing)
+        """
+        return _bounded(describe(self.lookup(name)))
+
+    def last_error(self) -> str:
+        """The last exception raised in a notebook cell: its type, message, the traceback from the
+        notebook's code on, and the source of the cell that raised it."""
+        error: BaseException | None = getattr(sys, "last_value", None)
+        if error is None:
+            return "no error so far: no notebook cell has raised an exception in this kernel"
+        return _bounded(self._describe_error(error, getattr(sys, "last_traceback", None)))
+
+    def notebook_cells(self, count: int = 5) -> str:
+        """The inputs of the last executed notebook cells (before this one), with the text of their Out values.
+
+        Args:
+            count: how many cells, counted back from the current one (at most 50)
+        """
+        if count < 1:
+            raise ValueError(f"count must be at least 1, not {count}")
+        inputs: list[str] = self.shell.history_manager.input_hist_raw
+        outputs: dict[int, Any] = self.shell.history_manager.output_hist
+        current = min(self.shell.execution_count, len(inputs))  # this %%agent cell's own number
+        numbers = range(max(1, current - min(count, MAX_CELLS)), current)
+        if not numbers:
+            return "no cells have run before this one"
+        parts = []
+        for n in numbers:
+            parts.append(f"In [{n}]:\n{cut(inputs[n].rstrip(), CELL_INPUT_CHARS)}")
+            if n in outputs:
+                parts.append(f"Out[{n}]:\n{cut(self._plain(outputs[n]), CELL_OUTPUT_CHARS)}")
+        if count > MAX_CELLS:
+            parts.append(f"[only the last {MAX_CELLS} cells are shown]")
+        return _bounded("\n".join(parts))
+
+    async def run_python(self, code: str) -> str:
+        """Run Python code in the notebook's kernel, in the user's namespace, the way a cell runs:
+        statements, then the value of a final expression; top-level await and IPython syntax work; variables it
+        sets stay. It does not add to In/Out. Returns stdout, stderr, displayed outputs (images as
+        [image/png WxH]) and the value. Each call needs the user's approval.
+
+        Args:
+            code: the Python code to run
+        """
+        if re.match(r"\s*%%?agent\b", code):
+            raise ValueError("run_python does not start another %%agent run")
+        call_id = self.running_call_id
+        execution = await self.runner.run(code)
+        if self.on_displays is not None and execution.rich:
+            self.on_displays(call_id, execution.rich)
+        text = execution.text(MAX_OUTPUT_CHARS)
+        if execution.error is not None:
+            first = execution.error.strip().splitlines()[-1] if execution.error.strip() else "error"
+            raise CodeFailed(f"{short(first, 200)}\n{text}")
+        return text
+
+    # -- helpers ---------------------------------------------------------------------------------------------
+
+    def user_variables(self) -> list[tuple[str, Any]]:
+        """The user's variables as %whos sees them: no _-names, nothing IPython put there, no modules."""
+        hidden = self.shell.user_ns_hidden
+        missing = object()
+        return [(name, value) for name, value in self.shell.user_ns.items()
+                if not name.startswith("_") and value is not hidden.get(name, missing)
+                and not isinstance(value, ModuleType)]
+
+    def lookup(self, name: str) -> Any:
+        """The value at a dotted path in the user namespace, walked with getattr; raise a message naming what is
+        missing."""
+        parts = name.strip().split(".")
+        if not all(part.isidentifier() for part in parts):
+            raise ValueError(f"{name!r} is not a variable name or a dotted path of names (like df.columns); "
+                             "calls, indexing and expressions are not evaluated")
+        head, *rest = parts
+        if head not in self.shell.user_ns:
+            raise NameError(f"no variable named {head!r} in the notebook; list_variables() shows what there is")
+        value = self.shell.user_ns[head]
+        for i, part in enumerate(rest):
+            try:
+                value = getattr(value, part)
+            except AttributeError:
+                path = ".".join(parts[: i + 1])
+                raise AttributeError(f"{path} (a {type_name(value)}) has no attribute {part!r}") from None
+        return value
+
+    def _row(self, value: Any) -> tuple[str, str, str]:
+        return type_name(value), size_hint(value), one_line(value)
+
+    def _plain(self, value: Any) -> str:
+        try:
+            data, _ = self.shell.display_formatter.format(value, include={"text/plain"})
+            return str(data.get("text/plain", ""))
+        except Exception as e:
+            return f"<could not show it: {type(e).__name__}>"
+
+    def _cell_number(self, filename: str) -> int | None:
+        """The execution count of the cell a code filename belongs to, else None."""
+        label = self.shell.compile.format_code_name(filename)
+        match = re.fullmatch(r"In\[(\d+)\]", label[1]) if label else None
+        return int(match.group(1)) if match else None
+
+    def _describe_error(self, error: BaseException, tb: TracebackType | None) -> str:
+        frames = traceback.extract_tb(tb)
+        numbers = [self._cell_number(frame.filename) for frame in frames]
+        first = next((i for i, n in enumerate(numbers) if n is not None), len(frames))  # IPython's frames go
+        cell = numbers[first] if first < len(frames) else None
+        kept = frames[first:]
+        for frame, number in zip(kept, numbers[first:], strict=True):
+            frame.filename = f"Cell In[{number}]" if number is not None else _short_path(frame.filename)
+        if len(kept) > MAX_FRAMES:
+            kept = [*kept[:10], *kept[-(MAX_FRAMES - 10):]]
+        if isinstance(error, SyntaxError):  # raised compiling the cell: no frames, the place is in the error
+            cell = self._cell_number(error.filename or "")
+            where = f"Cell In[{cell}]" if cell is not None else _short_path(error.filename or "?")
+            lines = [f"{type(error).__name__}: {error.msg}", "", f"  {where}, line {error.lineno}",
+                     f"    {(error.text or '').strip()}"]
+        else:
+            lines = [f"{type(error).__name__}: {error}".rstrip(": "), ""]
+            if kept:
+                lines += ["Traceback (most recent call last):",
+                          "".join(traceback.StackSummary.from_list(kept).format()).rstrip()]
+        cause = error.__cause__ or error.__context__
+        if cause is not None:
+            lines += ["", f"raised while handling {type(cause).__name__}: {short(str(cause), 300)}"]
+        inputs = self.shell.history_manager.input_hist_raw
+        if cell is not None and cell < len(inputs):
+            lines += ["", f"the cell that raised it, In [{cell}]:", cut(inputs[cell].rstrip(), CELL_INPUT_CHARS)]
+        return "\n".join(lines)
+
+
+def kernel_tools(shell: Any) -> list[Tool]:
+    """The kernel tools bound to ``shell`` (see :class:`KernelTools` for the executed code and rich outputs)."""
+    return KernelTools(shell).tools
+
+
+def _bounded(text: str) -> str:
+    return cut(text, MAX_OUTPUT_CHARS)
+
+
+def _short_path(filename: str) -> str:
+    """A library file from its package on (``pandas/core/frame.py``), so outputs do not show install paths."""
+    for marker in ("/site-packages/", "/dist-packages/"):
+        if marker in filename:
+            return filename.split(marker, 1)[1]
+    return filename
