@@ -28,14 +28,14 @@ import struct
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import count
-from types import CodeType, TracebackType
+from types import CodeType
 from typing import Any, Literal
 
 from ..text import cut
+from .tracebacks import cell_names, format_error
 
 OutputKind = Literal["stdout", "stderr", "display", "value"]
 MAX_CAPTURED_CHARS = 200_000
@@ -156,7 +156,7 @@ class CodeRunner:
         try:
             compiled = self.compile(code)
         except SyntaxError as e:
-            execution.error = "".join(traceback.format_exception_only(type(e), e)).rstrip()
+            execution.error = format_error(e, cell_names(self.shell))
             return execution
         loop = asyncio.get_running_loop()
         finished: asyncio.Future[None] = loop.create_future()
@@ -214,7 +214,9 @@ class CodeRunner:
         except CodeAborted:
             raise
         except BaseException as e:  # SystemExit and KeyboardInterrupt too: the kernel must not die of them
-            execution.error = _format_error(e, compiled)
+            execution.error = format_error(e, cell_names(self.shell))
+            if isinstance(e, SystemExit):
+                execution.error += "\n(the code asked to exit; the kernel keeps running)"
         else:
             if value is not None:
                 data, metadata = self.shell.display_formatter.format(value)
@@ -267,18 +269,6 @@ def _png(figure: Any) -> str:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", bbox_inches="tight")
     return base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
-def _format_error(error: BaseException, compiled: _Compiled) -> str:
-    """Type, message and the frames from the code on (the runner's own frames left out)."""
-    names = {c.co_filename for c in (compiled.body, compiled.value) if c is not None}
-    tb: TracebackType | None = error.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename not in names:
-        tb = tb.tb_next
-    text = "".join(traceback.format_exception(type(error), error, tb)).rstrip()
-    if isinstance(error, SystemExit):
-        text += "\n(the code asked to exit; the kernel keeps running)"
-    return text
 
 
 def _abort(thread: threading.Thread) -> None:

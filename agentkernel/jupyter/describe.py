@@ -8,6 +8,7 @@ pandas and numpy are not dependencies: their objects are recognised only when th
 from __future__ import annotations
 
 import inspect
+import re
 import reprlib
 import sys
 import warnings
@@ -25,15 +26,17 @@ MAX_COLUMNS = 50
 """Columns listed one per line (dtypes, missing counts) before the rest are counted."""
 REPR_CHARS = 2000
 
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _repr = reprlib.Repr()
 _repr.maxlevel, _repr.maxlist, _repr.maxtuple, _repr.maxset, _repr.maxdict = 2, 8, 8, 8, 6
 _repr.maxstring, _repr.maxother, _repr.maxlong = 200, 200, 60
 
 
 def safe_repr(value: Any, limit: int = REPR_CHARS) -> str:
-    """``repr(value)`` bounded in depth and length; a failing ``repr`` is reported, not raised."""
+    """``repr(value)`` bounded in depth and length, without memory addresses (``<Foo object>``, not ``<Foo object
+    at 0x7f...>``: they mean nothing to a model and differ on every run); a failing ``repr`` is reported."""
     try:
-        text = _repr.repr(value)
+        text = _ADDRESS.sub("", _repr.repr(value))
     except Exception as e:
         return f"<{type(value).__name__}: repr failed with {type(e).__name__}: {short(str(e), 100)}>"
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -18,7 +18,7 @@ import re
 import sys
 import traceback
 from collections.abc import Callable
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import Any
 
 from ..events import Event, ToolCallStarted
@@ -27,6 +27,7 @@ from ..text import cut, short
 from ..tools import Tool, tool
 from .code_runner import CodeRunner, Output
 from .describe import describe, one_line, size_hint, type_name
+from .tracebacks import cell_names, cell_number, format_error
 
 KERNEL_TOOL_NAMES = ("list_variables", "inspect_variable", "last_error", "notebook_cells", "run_python")
 RUN_PYTHON_TIMEOUT = 300.0
@@ -35,7 +36,6 @@ MAX_VARIABLES = 300
 MAX_CELLS = 50
 CELL_INPUT_CHARS = 3000
 CELL_OUTPUT_CHARS = 1000
-MAX_FRAMES = 30
 
 DisplaysListener = Callable[[str, list[Output]], None]
 
@@ -111,7 +111,7 @@ class KernelTools:
         error: BaseException | None = getattr(sys, "last_value", None)
         if error is None:
             return "no error so far: no notebook cell has raised an exception in this kernel"
-        return _bounded(self._describe_error(error, getattr(sys, "last_traceback", None)))
+        return _bounded(self._describe_error(error))
 
     def notebook_cells(self, count: int = 5) -> str:
         """The inputs of the last executed notebook cells (before this one), with the text of their Out values.
@@ -123,8 +123,8 @@ class KernelTools:
             raise ValueError(f"count must be at least 1, not {count}")
         inputs: list[str] = self.shell.history_manager.input_hist_raw
         outputs: dict[int, Any] = self.shell.history_manager.output_hist
-        current = min(self.shell.execution_count, len(inputs))  # this %%agent cell's own number
-        numbers = range(max(1, current - min(count, MAX_CELLS)), current)
+        current = self.shell.execution_count - 1  # this cell's number (IPython counts the running cell already)
+        numbers = range(max(1, current - min(count, MAX_CELLS)), min(current, len(inputs)))
         if not numbers:
             return "no cells have run before this one"
         parts = []
@@ -153,8 +153,7 @@ class KernelTools:
             self.on_displays(call_id, execution.rich)
         text = execution.text(MAX_OUTPUT_CHARS)
         if execution.error is not None:
-            first = execution.error.strip().splitlines()[-1] if execution.error.strip() else "error"
-            raise CodeFailed(f"{short(first, 200)}\n{text}")
+            raise CodeFailed(f"{short(execution.error.partition(chr(10))[0], 200)}\n{text}")
         return text
 
     # -- helpers ---------------------------------------------------------------------------------------------
@@ -196,39 +195,17 @@ class KernelTools:
         except Exception as e:
             return f"<could not show it: {type(e).__name__}>"
 
-    def _cell_number(self, filename: str) -> int | None:
-        """The execution count of the cell a code filename belongs to, else None."""
-        label = self.shell.compile.format_code_name(filename)
-        match = re.fullmatch(r"In\[(\d+)\]", label[1]) if label else None
-        return int(match.group(1)) if match else None
-
-    def _describe_error(self, error: BaseException, tb: TracebackType | None) -> str:
-        frames = traceback.extract_tb(tb)
-        numbers = [self._cell_number(frame.filename) for frame in frames]
-        first = next((i for i, n in enumerate(numbers) if n is not None), len(frames))  # IPython's frames go
-        cell = numbers[first] if first < len(frames) else None
-        kept = frames[first:]
-        for frame, number in zip(kept, numbers[first:], strict=True):
-            frame.filename = f"Cell In[{number}]" if number is not None else _short_path(frame.filename)
-        if len(kept) > MAX_FRAMES:
-            kept = [*kept[:10], *kept[-(MAX_FRAMES - 10):]]
-        if isinstance(error, SyntaxError):  # raised compiling the cell: no frames, the place is in the error
-            cell = self._cell_number(error.filename or "")
-            where = f"Cell In[{cell}]" if cell is not None else _short_path(error.filename or "?")
-            lines = [f"{type(error).__name__}: {error.msg}", "", f"  {where}, line {error.lineno}",
-                     f"    {(error.text or '').strip()}"]
-        else:
-            lines = [f"{type(error).__name__}: {error}".rstrip(": "), ""]
-            if kept:
-                lines += ["Traceback (most recent call last):",
-                          "".join(traceback.StackSummary.from_list(kept).format()).rstrip()]
-        cause = error.__cause__ or error.__context__
-        if cause is not None:
-            lines += ["", f"raised while handling {type(cause).__name__}: {short(str(cause), 300)}"]
+    def _describe_error(self, error: BaseException) -> str:
+        if isinstance(error, SyntaxError):
+            cell = cell_number(self.shell, error.filename or "")
+        else:  # the outermost cell in the traceback is the one that ran
+            filenames = (frame.filename for frame in traceback.extract_tb(error.__traceback__))
+            cell = next((n for n in (cell_number(self.shell, f) for f in filenames) if n is not None), None)
+        text = format_error(error, cell_names(self.shell))
         inputs = self.shell.history_manager.input_hist_raw
         if cell is not None and cell < len(inputs):
-            lines += ["", f"the cell that raised it, In [{cell}]:", cut(inputs[cell].rstrip(), CELL_INPUT_CHARS)]
-        return "\n".join(lines)
+            text += f"\n\nthe cell that raised it, In [{cell}]:\n{cut(inputs[cell].rstrip(), CELL_INPUT_CHARS)}"
+        return text
 
 
 def kernel_tools(shell: Any) -> list[Tool]:
@@ -238,11 +215,3 @@ def kernel_tools(shell: Any) -> list[Tool]:
 
 def _bounded(text: str) -> str:
     return cut(text, MAX_OUTPUT_CHARS)
-
-
-def _short_path(filename: str) -> str:
-    """A library file from its package on (``pandas/core/frame.py``), so outputs do not show install paths."""
-    for marker in ("/site-packages/", "/dist-packages/"):
-        if marker in filename:
-            return filename.split(marker, 1)[1]
-    return filename
