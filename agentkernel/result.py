@@ -42,6 +42,8 @@ class LoopResult:
     run_id: str = ""
     transcript: str | None = None
     """Path of the run's JSONL transcript, if one was written."""
+    executed_code: list[str] = field(default_factory=list, repr=False)
+    """The code the notebook's ``run_python`` tool ran, in order (set by ``%%agent``; empty elsewhere)."""
 
     @property
     def requires_human(self) -> bool:

@@ -132,10 +132,10 @@ def _data_frame(df: Any) -> str:
 def _series(series: Any) -> str:
     lines = [f"Series {series.name!r}: {len(series):,} values, dtype {series.dtype}, "
              f"{int(series.isna().sum()):,} missing", "", f"first {min(HEAD_ROWS, len(series))} values:",
-             _table(series.head(HEAD_ROWS))]
+             str(series.head(HEAD_ROWS).to_string())]
     numpy = sys.modules.get("numpy")
     if numpy is not None and numpy.issubdtype(series.dtype, numpy.number):
-        lines += ["", "describe:", _table(series.describe())]
+        lines += ["", "describe:", str(series.describe().to_string())]
     return "\n".join(lines)
 
 

@@ -84,15 +84,21 @@ class KernelTools:
         if not names:
             return "no variables yet: the notebook's namespace holds no user variables"
         rows = [(name, *self._row(self.shell.user_ns[name])) for name in names[:MAX_VARIABLES]]
+        # Columns as wide as their longest cell, up to a limit (a longer name or type just pushes its row along).
         widths = [min(max(len(row[i]) for row in rows), 24) for i in range(3)]
         header = ("name", "type", "size")
         widths = [max(w, len(h)) for w, h in zip(widths, header, strict=True)]
         lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + "  value"]
-        lines += ["  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3]
-                  for row in rows]
-        if len(names) > MAX_VARIABLES:
-            lines.append(f"[{len(names) - MAX_VARIABLES:,} more variables not shown]")
-        return _bounded("\n".join(lines))
+        size = 0
+        for row in rows:
+            line = "  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3]
+            size += len(line) + 1
+            if size > MAX_OUTPUT_CHARS - 100:  # room for the note
+                break
+            lines.append(line)
+        if len(lines) - 1 < len(names):
+            lines.append(f"[{len(names) - len(lines) + 1:,} more variables not shown]")
+        return "\n".join(lines)
 
     def inspect_variable(self, name: str) -> str:
         """Describe one variable of the notebook; name may be a dotted path such as df.columns or
@@ -121,15 +127,14 @@ class KernelTools:
         """
         if count < 1:
             raise ValueError(f"count must be at least 1, not {count}")
-        inputs: list[str] = self.shell.history_manager.input_hist_raw
         outputs: dict[int, Any] = self.shell.history_manager.output_hist
-        current = self.shell.execution_count - 1  # this cell's number (IPython counts the running cell already)
-        numbers = range(max(1, current - min(count, MAX_CELLS)), min(current, len(inputs)))
+        current = self._current_cell()
+        numbers = [n for n in range(max(1, current - min(count, MAX_CELLS)), current) if self._input(n) is not None]
         if not numbers:
             return "no cells have run before this one"
         parts = []
         for n in numbers:
-            parts.append(f"In [{n}]:\n{cut(inputs[n].rstrip(), CELL_INPUT_CHARS)}")
+            parts.append(f"In [{n}]:\n{cut(str(self._input(n)).rstrip(), CELL_INPUT_CHARS)}")
             if n in outputs:
                 parts.append(f"Out[{n}]:\n{cut(self._plain(outputs[n]), CELL_OUTPUT_CHARS)}")
         if count > MAX_CELLS:
@@ -182,8 +187,22 @@ class KernelTools:
                 value = getattr(value, part)
             except AttributeError:
                 path = ".".join(parts[: i + 1])
-                raise AttributeError(f"{path} (a {type_name(value)}) has no attribute {part!r}") from None
+                raise AttributeError(f"{name!r} does not exist: {path} (a {type_name(value)}) has no attribute "
+                                     f"{part!r}") from None
         return value
+
+    def _current_cell(self) -> int:
+        """The running cell's number (IPython 9 advances the counter as a cell starts)."""
+        return int(self.shell.execution_count) - 1
+
+    def _input(self, number: int) -> str | None:
+        """What the user typed in cell ``number``, if the history still holds it.
+
+        The history lists hold one entry per stored cell, the running one last; after ``%reset`` they restart while
+        the counter goes on, so an entry is found counting back from the running cell, not by its number."""
+        inputs: list[str] = self.shell.history_manager.input_hist_raw
+        index = len(inputs) - 1 - (self._current_cell() - number)
+        return inputs[index] if 1 <= index < len(inputs) else None
 
     def _row(self, value: Any) -> tuple[str, str, str]:
         return type_name(value), size_hint(value), one_line(value)
@@ -202,9 +221,9 @@ class KernelTools:
             filenames = (frame.filename for frame in traceback.extract_tb(error.__traceback__))
             cell = next((n for n in (cell_number(self.shell, f) for f in filenames) if n is not None), None)
         text = format_error(error, cell_names(self.shell))
-        inputs = self.shell.history_manager.input_hist_raw
-        if cell is not None and cell < len(inputs):
-            text += f"\n\nthe cell that raised it, In [{cell}]:\n{cut(inputs[cell].rstrip(), CELL_INPUT_CHARS)}"
+        source = self._input(cell) if cell is not None else None
+        if source is not None:
+            text += f"\n\nthe cell that raised it, In [{cell}]:\n{cut(source.rstrip(), CELL_INPUT_CHARS)}"
         return text
 
 

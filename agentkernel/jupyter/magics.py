@@ -13,6 +13,7 @@ import contextlib
 import contextvars
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import Any
 
 from IPython.core import magic_arguments
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.display import display
 from traitlets import Bool, Enum, Float, Int, List, Unicode
 
@@ -34,6 +35,7 @@ from ..stop import StopSignal
 from ..tools import Approver, Tool, tool
 from ..usage import Limits
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
+from .kernel_tools import KERNEL_TOOL_NAMES, KernelTools
 from .panel import PANEL_TEXT, Panel
 from .render import RunRecord, render_html, render_text
 
@@ -63,6 +65,8 @@ class CellRun:
     record: RunRecord
     prompt: str
     out: str | None
+    kernel: KernelTools
+    cells: bool = False
     interrupted: bool = False
 
 
@@ -74,7 +78,7 @@ class AgentMagics(Magics):
                     "(default: $AGENTKERNEL_MODEL, else gpt-4.1-mini when OPENAI_API_KEY is set).").tag(config=True)
     api = Enum(["responses", "chat"], "responses", help="OpenAI Responses API or Chat Completions.").tag(config=True)
     base_url = Unicode("", help="OpenAI-compatible base URL (default: $OPENAI_BASE_URL).").tag(config=True)
-    tools = List(Unicode(), default_value=list(FILE_TOOL_NAMES),
+    tools = List(Unicode(), default_value=[*FILE_TOOL_NAMES, *KERNEL_TOOL_NAMES],
                  help="Tool names: built-ins and @tool functions in the user namespace.").tag(config=True)
     max_iterations = Int(0, help="Model requests per run (0: no cap).").tag(config=True)
     max_tokens = Int(0, help="Total tokens per run (0: no cap).").tag(config=True)
@@ -110,7 +114,12 @@ class AgentMagics(Magics):
     @magic_arguments.argument("--allow-writes", action="store_true", help="run side-effecting tools unasked")
     @magic_arguments.argument("--record", help="save the model exchanges to this JSONL cassette")
     @magic_arguments.argument("--replay", help="play the model exchanges back from this cassette")
+    @magic_arguments.argument("--no-expand", action="store_true",
+                              help="send the prompt as written: no {expression} or $name expansion")
+    @magic_arguments.argument("--cells", action="store_true",
+                              help="put the code run_python ran into a new cell below when the run ends")
     @magic_arguments.argument("prompt", nargs="*", help="the prompt (for %%agent: the cell body)")
+    @no_var_expand  # the prompt is expanded by the magic itself (unless --no-expand), the options never
     @line_cell_magic
     def agent(self, line: str, cell: str | None = None) -> None:
         """Run an LLM tool-use loop on the prompt, showing tool calls, streamed text and a Stop button.
@@ -186,8 +195,11 @@ class AgentMagics(Magics):
             max_seconds=self.pick(args.max_seconds, self.max_seconds) or None,
             max_tool_calls=self.pick(args.max_tool_calls, self.max_tool_calls) or None,
         )
+        if not args.no_expand:
+            prompt = self.expand(prompt)
         model = self.resolve_model(args)
-        tools = self.resolve_tools(args)
+        kernel = KernelTools(self.shell)
+        tools = self.resolve_tools(args, kernel)
         history = self.previous_history() if args.resume else None
         stop = StopSignal()
         panel = Panel(limits, stop, throttle=self.stream_throttle)
@@ -201,14 +213,23 @@ class AgentMagics(Magics):
             limits=limits,
             guards=GuardConfig(repeat_limit=self.pick(args.repeat_limit, self.repeat_limit)),
             stop=stop,
-            on_event=fan_out(panel, record),
+            on_event=fan_out(panel, record, kernel),
             approve=self.approver(panel, allow_writes, clickable),
             transcript=self.transcripts,
         )
         bundle = panel.widget._repr_mimebundle_()
         bundle["text/plain"] = PANEL_TEXT  # a fixed text, so saved notebooks compare equal under nbval
         display(bundle, raw=True)
-        return CellRun(loop=loop, panel=panel, record=record, prompt=prompt, out=out)
+        kernel.on_displays = panel.show_displays
+        return CellRun(loop=loop, panel=panel, record=record, prompt=prompt, out=out, kernel=kernel,
+                       cells=args.cells)
+
+    def expand(self, prompt: str) -> str:
+        """``{expression}`` and ``$name`` replaced by IPython's rules for magic lines; a prompt with a field that does
+        not evaluate (JSON, say) is left as written."""
+        # var_expand also reads the locals of the frame `depth` levels up; past the top of the stack there is none,
+        # so only the user namespace counts, as for a magic line at the top level of a cell.
+        return str(self.shell.var_expand(prompt, depth=sys.getrecursionlimit()))
 
     @staticmethod
     def pick(option: Any, configured: Any) -> Any:
@@ -247,10 +268,10 @@ class AgentMagics(Magics):
             from ..models.openai_responses import OpenAIResponsesModel as cls
         return cls(name or DEFAULT_OPENAI_MODEL, base_url=base_url)
 
-    def resolve_tools(self, args: Any) -> list[Tool]:
+    def resolve_tools(self, args: Any, kernel: KernelTools) -> list[Tool]:
         names = [n.strip() for n in _unquote(args.tools).split(",")] if args.tools is not None else self.tools
         root = _unquote(args.root) or self.root or None
-        available = {t.name: t for t in file_tools(root)}
+        available = {t.name: t for t in [*file_tools(root), *kernel.tools]}
         tools: list[Tool] = []
         for name in filter(None, names):
             if name in self.shell.user_ns:
@@ -304,6 +325,7 @@ class AgentMagics(Magics):
             signal.signal(signal.SIGINT, previous)
 
     def publish(self, run: CellRun, result: LoopResult) -> None:
+        result.executed_code = run.kernel.executed_code
         self.shell.user_ns["_agent"] = result
         if run.out:
             self.shell.user_ns[run.out] = result
@@ -320,6 +342,8 @@ class AgentMagics(Magics):
             "text/html": render_html(result, run.record),
             "text/plain": render_text(result, run.record),
         }, raw=True)
+        if run.cells and result.executed_code:
+            self.shell.set_next_input("\n\n".join(code.strip() for code in result.executed_code), replace=False)
         if run.interrupted:
             raise RunInterrupted("the agent run was interrupted; its history is kept in _agent") from None
         if result.status in STOP_ERRORS:

@@ -24,10 +24,11 @@ from ..events import (
     UsageUpdated,
 )
 from ..stop import StopSignal
-from ..text import cut, pretty_arguments
+from ..text import cut
 from ..tools import Tool, ToolCall
 from ..usage import Limits
-from .render import HTML_OUTPUT_CHARS, call_title
+from .code_runner import Output
+from .render import HTML_OUTPUT_CHARS, arguments_html, call_title
 
 PANEL_TEXT = "<agentkernel panel: the live view needs a widget front end; the run's transcript follows>"
 STATUS_COLOURS = {"ok": "#2e7d32", "error": "#c62828", "denied": "#ef6c00", "aborted": "#6d4c41",
@@ -119,12 +120,24 @@ class Panel:
         section.set_title(0, call_title(call) + duration)
         output = html.escape(cut(call.output, HTML_OUTPUT_CHARS)) if call.status else "(running)"
         colour = STATUS_COLOURS.get(call.status or "", "#555")
-        arguments = html.escape(pretty_arguments(call.arguments))
-        section.children[0].value = (
+        detail = section.children[0]
+        if isinstance(detail, widgets.VBox):  # the call showed rich outputs below its text
+            detail = detail.children[0]
+        detail.value = (
             f'<b style="color: {colour}">{call.status or "running"}</b>'
-            f"<div><i>arguments</i></div><pre style='margin: 0 0 6px'>{arguments}</pre>"
+            f"<div><i>arguments</i></div>{arguments_html(call.arguments)}"
             f"<div><i>output</i></div><pre style='margin: 0'>{output}</pre>"
         )
+
+    def show_displays(self, call_id: str, outputs: list[Output]) -> None:
+        """Show a call's rich outputs (images, HTML) in its section, below its text."""
+        section = self.sections.get(call_id)
+        if section is None:
+            return
+        view = widgets.Output()
+        view.outputs = tuple({"output_type": "display_data", "data": o.data, "metadata": o.metadata}
+                             for o in outputs)
+        section.children = (widgets.VBox([*section.children, view]),)
 
     def add(self, widget: widgets.Widget) -> None:
         self.body.children = (*self.body.children, widget)
@@ -164,8 +177,7 @@ class Panel:
         approve.on_click(lambda _: loop.call_soon_threadsafe(decide, True))
         deny.on_click(lambda _: loop.call_soon_threadsafe(decide, False))
         note = widgets.HTML(f"<code>{html.escape(call.name)}</code> has side effects. Run it?")
-        row = widgets.HBox([note, approve, deny])
-        self.add(row)
+        self.add(widgets.VBox([widgets.HTML(arguments_html(call.arguments)), widgets.HBox([note, approve, deny])]))
         try:
             verdict = await asyncio.wait_for(answer, timeout)
         except TimeoutError:
