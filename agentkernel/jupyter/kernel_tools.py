@@ -14,6 +14,7 @@ writes is evaluated, except the code of an approved ``run_python`` call.
 
 from __future__ import annotations
 
+import linecache
 import re
 import sys
 import traceback
@@ -25,7 +26,7 @@ from ..events import Event, ToolCallStarted
 from ..file_tools import MAX_OUTPUT_CHARS
 from ..text import cut, short
 from ..tools import Tool, tool
-from .code_runner import CodeRunner, Output
+from .code_runner import IMAGE_TYPES, CodeRunner, Output
 from .describe import describe, one_line, size_hint, type_name
 from .tracebacks import cell_names, cell_number, format_error
 
@@ -57,6 +58,8 @@ class KernelTools:
         self.runner = CodeRunner(shell)
         self.on_displays = on_displays
         self.running_call_id = ""
+        self.rich_outputs: list[Output] = []
+        """The rich outputs (images, HTML) of every run_python call, in order."""
         self.tools: list[Tool] = [
             tool(self.list_variables),
             tool(self.inspect_variable),
@@ -69,6 +72,12 @@ class KernelTools:
     def executed_code(self) -> list[str]:
         """The code ``run_python`` ran (approved, compiled and started), in order."""
         return list(self.runner.executed)
+
+    def images(self) -> list[Output]:
+        """The images run_python's code showed (figures and other image outputs), each with its text."""
+        return [Output(o.kind, data={k: v for k, v in o.data.items() if k in (*IMAGE_TYPES, "text/plain")},
+                       metadata=o.metadata)
+                for o in self.rich_outputs if any(k in IMAGE_TYPES for k in o.data)]
 
     def __call__(self, event: Event) -> None:
         # Side-effecting calls run one at a time, so the run_python call that started last is the one running.
@@ -154,6 +163,7 @@ class KernelTools:
             raise ValueError("run_python does not start another %%agent run")
         call_id = self.running_call_id
         execution = await self.runner.run(code)
+        self.rich_outputs += execution.rich
         if self.on_displays is not None and execution.rich:
             self.on_displays(call_id, execution.rich)
         text = execution.text(MAX_OUTPUT_CHARS)
@@ -216,14 +226,17 @@ class KernelTools:
 
     def _describe_error(self, error: BaseException) -> str:
         if isinstance(error, SyntaxError):
-            cell = cell_number(self.shell, error.filename or "")
-        else:  # the outermost cell in the traceback is the one that ran
-            filenames = (frame.filename for frame in traceback.extract_tb(error.__traceback__))
-            cell = next((n for n in (cell_number(self.shell, f) for f in filenames) if n is not None), None)
+            filenames = [error.filename or ""]
+        else:
+            filenames = [frame.filename for frame in traceback.extract_tb(error.__traceback__)]
+        # The outermost cell in the traceback is the one that ran.
+        cell = next(((f, n) for f in filenames if (n := cell_number(self.shell, f)) is not None), None)
         text = format_error(error, cell_names(self.shell))
-        source = self._input(cell) if cell is not None else None
-        if source is not None:
-            text += f"\n\nthe cell that raised it, In [{cell}]:\n{cut(source.rstrip(), CELL_INPUT_CHARS)}"
+        if cell is not None:
+            filename, number = cell
+            # As typed, from the history; else (a cell run without storing history) as compiled.
+            source = self._input(number) or "".join(linecache.getlines(filename))
+            text += f"\n\nthe cell that raised it, In [{number}]:\n{cut(source.rstrip(), CELL_INPUT_CHARS)}"
         return text
 
 

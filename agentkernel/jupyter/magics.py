@@ -342,6 +342,9 @@ class AgentMagics(Magics):
             "text/html": render_html(result, run.record),
             "text/plain": render_text(result, run.record),
         }, raw=True)
+        for image in run.kernel.images():  # run_python's figures, hidden the same way where the panel shows them
+            display({WIDGET_VIEW: {"version_major": 2, "version_minor": 0, "model_id": ""}, **image.data},
+                    metadata=image.metadata, raw=True)
         if run.cells and result.executed_code:
             self.shell.set_next_input("\n\n".join(code.strip() for code in result.executed_code), replace=False)
         if run.interrupted:
