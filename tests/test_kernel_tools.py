@@ -234,6 +234,8 @@ def test_notebook_cells_shows_recent_inputs_and_outputs(kernel: KernelSession):
     ("Braces {{kept}} for n={n}", "Braces {kept} for n=21"),
     ('Parse {"a": 1} please', 'Parse {"a": 1} please'),  # a field that does not evaluate: left as written
     ("Is {undefined_name} there?", "Is {undefined_name} there?"),
+    ('Reply with:\n```json\n{"name": "read_file", "arguments": {"path": "a.txt"}}\n```',
+     'Reply with:\n```json\n{"name": "read_file", "arguments": {"path": "a.txt"}}\n```'),
 ])
 def test_prompt_is_expanded_like_a_magic_line(kernel: KernelSession, prompt: str, expected: str):
     kernel.ok("n = 21\nword = 'fox'\nm = ScriptedModel(['ok'])")
@@ -295,7 +297,8 @@ def test_run_python_top_level_await_stderr_and_ipython_syntax(kernel: KernelSess
 def test_run_python_errors_are_error_outputs_and_the_kernel_lives(kernel: KernelSession, code: str, headline: str):
     pid = kernel.value("os.getpid()")
     (text,) = ok_outputs(kernel, agent(kernel, [("run_python", {"code": code})], "--allow-writes"))
-    assert text.startswith(f"error: CodeFailed: {headline}\n"), text
+    assert text.startswith("error:") and f"{headline}\n" in text.split("[error]\n")[0], text
+    assert f"[error]\n{headline}" in text, text
     assert "agentkernel/" not in text and "site-packages" not in text  # the user's frames only
     if headline.startswith("ZeroDivision"):
         assert "[stdout]\nbefore" in text and 'File "<agent code' in text and "return 1 / 0" in text
@@ -344,12 +347,19 @@ def test_executed_code_and_cells_option(kernel: KernelSession):
     assert ok_outputs(kernel, without) and not without.reply["content"]["payload"]
 
 
+def test_run_python_with_autoawait_off(kernel: KernelSession):
+    kernel.ok("%autoawait False")
+    (text,) = ok_outputs(kernel, agent(kernel, [("run_python", {"code": "print('hi')\nfallback_var = 3"})],
+                                       "--allow-writes"))
+    assert text == "[stdout]\nhi" and kernel.value("fallback_var") == 3
+
+
 def test_approve_shows_the_code_and_runs_it(kernel: KernelSession):
     kernel.ok("m = ScriptedModel([Call('run_python', {'code': 'approved_var = 7'}), 'done'])")
     cell = kernel.submit("%%agent -m m\ngo")
     approve = cell.wait_for_button("Approve")
-    shown = json.dumps([m["content"] for m in cell.of_type("comm_open")])
-    assert "approved_var" in shown and "<span" in shown  # the code, highlighted, beside the buttons
+    shown = cell.wait_for(lambda m: m["msg_type"] == "comm_open" and "approved_var" in json.dumps(m["content"]))
+    assert "<span" in json.dumps(shown["content"])  # the code, highlighted, beside the buttons
     kernel.click(approve)
     cell.wait(10)
     assert cell.status == "ok" and not cell.errors, cell.describe()

@@ -10,8 +10,8 @@ The code runs in a worker thread, so the kernel's event loop stays free for the 
 call is cancelled (Stop, ``--max-seconds``, the notebook's interrupt) the run returns at once and the thread is
 sent an exception with ``PyThreadState_SetAsyncExc``: pure Python code (``while True: pass``) stops within
 milliseconds. **Limit**: code blocked inside a C call (``time.sleep(600)``, a long numpy operation, a socket read)
-receives it only when that call returns to Python; the thread is abandoned until then, and what it prints after
-the abort is dropped.
+receives it only when that call returns to Python; the thread is abandoned until then (anything it prints
+meanwhile goes to the notebook as a worker thread's output does).
 """
 
 from __future__ import annotations
