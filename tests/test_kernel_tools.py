@@ -244,6 +244,13 @@ def test_prompt_is_expanded_like_a_magic_line(kernel: KernelSession, prompt: str
     assert kernel.value("_agent.history[0]['content']") == expected
 
 
+def test_prompt_expansion_reads_in_and_out(kernel: KernelSession):
+    kernel.ok("m = ScriptedModel(['ok'])")
+    number = kernel.ok("6 * 7").reply["content"]["execution_count"]
+    kernel.ok(f"%%agent -m m\nCell {{In[{number}]!r}} gave {{Out[{number}]}}.")
+    assert kernel.value("_agent.history[0]['content']") == "Cell '6 * 7' gave 42."
+
+
 def test_no_expand_sends_the_prompt_as_written(kernel: KernelSession):
     kernel.ok("n = 21\nm = ScriptedModel(['ok'])")
     kernel.ok("%%agent -m m --no-expand\nHalf of {n * 2} and $n")
@@ -410,6 +417,23 @@ def test_stop_ends_a_spinning_run_python_within_a_second(kernel: KernelSession, 
     while kernel.value("[t.name for t in __import__('threading').enumerate() if 'agentkernel' in t.name]"):
         assert time.monotonic() < deadline, "the code's thread still runs"
         kernel.settle(0.1)
+
+
+def test_stop_gets_through_code_that_catches_it_a_few_times(kernel: KernelSession):
+    code = ("caught = 0\nspin_started = True\nfor _ in range(3):\n    try:\n        while True:\n            pass\n"
+            "    except BaseException:\n        caught += 1\nwhile True:\n    pass")
+    kernel.ok(f"m = ScriptedModel([Call('run_python', {{'code': {code!r}}}), 'never'])")
+    cell = kernel.submit("%%agent -m m --allow-writes\nspin")
+    stop = cell.wait_for_button("Stop")
+    _running(cell)
+    clicked = kernel.click(stop)
+    cell.wait(10)
+    assert cell.idle_at - clicked < STOP_BOUND
+    deadline = time.monotonic() + 5
+    while kernel.value("[t.name for t in __import__('threading').enumerate() if 'run-python' in t.name]"):
+        assert time.monotonic() < deadline, "the code's thread still runs"
+        kernel.settle(0.1)
+    assert kernel.value("caught") == 3  # the exception was sent again until the code let it through
 
 
 def test_stop_ends_the_run_while_the_code_sleeps_in_c(kernel: KernelSession):

@@ -166,12 +166,16 @@ class CodeRunner:
             if not finished.done():
                 finished.set_result(None)
 
+        in_code = threading.Event()  # while set, an abort may (re)send CodeAborted to the thread
+
         def work() -> None:
+            in_code.set()
             try:
                 context.run(self._execute, compiled, execution)
-            except BaseException:  # a CodeAborted arriving between the code's end and here: nobody waits any more
+            except BaseException:  # CodeAborted after an abort: nobody waits for this execution any more
                 pass
             finally:
+                in_code.clear()
                 with contextlib.suppress(RuntimeError):  # the kernel's loop is closing
                     loop.call_soon_threadsafe(done)
 
@@ -182,7 +186,7 @@ class CodeRunner:
             try:
                 await finished
             except asyncio.CancelledError:
-                _abort(thread)
+                _abort(thread, in_code)
                 raise
         return execution
 
@@ -271,11 +275,11 @@ def _png(figure: Any) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _abort(thread: threading.Thread) -> None:
-    """Raise CodeAborted in ``thread`` now, and again for a few seconds in case the code catches it."""
+def _abort(thread: threading.Thread, in_code: threading.Event) -> None:
+    """Raise CodeAborted in ``thread`` now, and again for a few seconds while the code goes on (it may catch it)."""
 
     def send() -> bool:
-        if not thread.is_alive() or thread.ident is None:
+        if not in_code.is_set() or thread.ident is None:
             return False
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(CodeAborted))
         return True
