@@ -56,9 +56,14 @@ class Output:
     """One captured output: stream text, or a MIME bundle (``display()`` output or the final value)."""
 
     kind: OutputKind
-    text: str = ""
+    chunks: list[str] = field(default_factory=list)
+    """A stream's text as written (joined when read: code may print thousands of times)."""
     data: dict[str, Any] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.chunks)
 
 
 @dataclass
@@ -68,21 +73,23 @@ class Execution:
     code: str
     outputs: list[Output] = field(default_factory=list)
     error: str | None = None
+    kept: dict[str, int] = field(default_factory=dict)
+    """Characters of each stream kept, up to :data:`MAX_CAPTURED_CHARS`."""
     dropped: dict[str, int] = field(default_factory=dict)
     """Characters of each stream not kept beyond :data:`MAX_CAPTURED_CHARS`."""
 
     def write(self, kind: Literal["stdout", "stderr"], text: str) -> None:
-        kept = sum(len(o.text) for o in self.outputs if o.kind == kind)
-        room = max(MAX_CAPTURED_CHARS - kept, 0)
+        room = MAX_CAPTURED_CHARS - self.kept.get(kind, 0)
         if len(text) > room:
             self.dropped[kind] = self.dropped.get(kind, 0) + len(text) - room
             text = text[:room]
         if not text:
             return
+        self.kept[kind] = self.kept.get(kind, 0) + len(text)
         if self.outputs and self.outputs[-1].kind == kind:
-            self.outputs[-1].text += text
+            self.outputs[-1].chunks.append(text)
         else:
-            self.outputs.append(Output(kind, text))
+            self.outputs.append(Output(kind, [text]))
 
     def show(self, kind: Literal["display", "value"], data: dict[str, Any], metadata: dict[str, Any] | None) -> None:
         self.outputs.append(Output(kind, data=data, metadata=metadata or {}))
