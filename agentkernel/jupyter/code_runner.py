@@ -334,7 +334,8 @@ class _RoutedStream:
 def _routed(shell: Any) -> Iterator[None]:
     """While the code runs: its prints, displays and ``exit()`` go to the capture; everyone else's go through."""
     publisher = shell.display_pub
-    original_publish, original_clear, original_exit = publisher.publish, publisher.clear_output, shell.ask_exit
+    original_publish, original_clear = publisher.publish, publisher.clear_output
+    original_exit = getattr(shell, "ask_exit", None)  # kernels and terminals have it; a bare InteractiveShell not
 
     def publish(data: dict[str, Any], metadata: dict[str, Any] | None = None, *args: Any, **kwargs: Any) -> None:
         execution = _CAPTURE.get()
@@ -348,7 +349,7 @@ def _routed(shell: Any) -> Iterator[None]:
             original_clear(*args, **kwargs)
 
     def ask_exit() -> None:
-        if _CAPTURE.get() is None:
+        if _CAPTURE.get() is None and original_exit is not None:
             original_exit()
         else:  # IPython's exit() / quit() would stop the kernel
             raise SystemExit("exit() was called")
