@@ -183,6 +183,19 @@ def test_unknown_names_and_expressions_are_error_outputs_and_the_run_goes_on(ker
     assert kernel.value("called") == []  # nothing the model wrote was run
 
 
+def test_api_keys_never_reach_the_model(kernel: KernelSession):
+    key = "sk-test-" + "k3y" * 8
+    kernel.ok(f"os.environ['OPENAI_API_KEY'] = {key!r}\nsecret_config = {{'api_key': {key!r}}}")
+    calls = [("list_variables", {}), ("inspect_variable", {"name": "secret_config"}),
+             ("inspect_variable", {"name": "os.environ"}), ("notebook_cells", {"count": 3}),
+             ("run_python", {"code": "print(os.environ['OPENAI_API_KEY'])"})]
+    kernel.ok("import os")
+    texts = ok_outputs(kernel, agent(kernel, calls, "--allow-writes"))
+    assert len(texts) == 5 and all("[redacted]" in text for text in texts[1:]), texts
+    assert not [text for text in texts if "k3y" in text], texts
+    kernel.ok("os.environ.pop('OPENAI_API_KEY')")
+
+
 def test_last_error_after_a_failing_cell(kernel: KernelSession):
     (fresh,) = ok_outputs(kernel, agent(kernel, [("last_error", {})]))
     assert fresh.startswith("no error so far")

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..events import Event, ToolCallStarted
 from ..file_tools import MAX_OUTPUT_CHARS
+from ..redact import known_secrets, redact_text
 from ..text import cut, short
 from ..tools import Tool, tool
 from .code_runner import IMAGE_TYPES, CodeRunner, Output
@@ -107,7 +108,7 @@ class KernelTools:
             lines.append(line)
         if len(lines) - 1 < len(names):
             lines.append(f"[{len(names) - len(lines) + 1:,} more variables not shown]")
-        return "\n".join(lines)
+        return _bounded("\n".join(lines))
 
     def inspect_variable(self, name: str) -> str:
         """Describe one variable of the notebook; name may be a dotted path such as df.columns or
@@ -166,9 +167,9 @@ class KernelTools:
         self.rich_outputs += execution.rich
         if self.on_displays is not None and execution.rich:
             self.on_displays(call_id, execution.rich)
-        text = execution.text(MAX_OUTPUT_CHARS)
+        text = _bounded(execution.text(MAX_OUTPUT_CHARS))
         if execution.error is not None:
-            raise CodeFailed(f"{short(execution.error.partition(chr(10))[0], 200)}\n{text}")
+            raise CodeFailed(_bounded(f"{short(execution.error.partition(chr(10))[0], 200)}\n{text}"))
         return text
 
     # -- helpers ---------------------------------------------------------------------------------------------
@@ -246,4 +247,6 @@ def kernel_tools(shell: Any) -> list[Tool]:
 
 
 def _bounded(text: str) -> str:
-    return cut(text, MAX_OUTPUT_CHARS)
+    """A tool's output as the model gets it: cut to the bound, and without API keys (a notebook may hold one in
+    a variable, in ``os.environ`` or in a cell's source)."""
+    return redact_text(cut(text, MAX_OUTPUT_CHARS), known_secrets())
