@@ -79,6 +79,8 @@ class LoopResult:
                 lines.append(f"  … ({len(answer) - ANSWER_LINES} more lines in .answer)")
         lines.append(f"history: {_count(len(self.history), 'item')} in .history; "
                      f"{_count(len(self.partial_findings), 'finding')} in .partial_findings")
+        if self.executed_code:
+            lines.append(f"code run in the kernel: {_count(len(self.executed_code), 'piece')} in .executed_code")
         return lines
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
