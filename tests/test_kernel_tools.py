@@ -360,7 +360,8 @@ def test_executed_code_and_cells_option(kernel: KernelSession):
                  "--allow-writes --cells")
     ok_outputs(kernel, cell)
     assert kernel.value("_agent.executed_code") == [first, second]
-    assert "code run in the kernel: 2 pieces in .executed_code" in kernel.value("get_ipython().display_formatter.format(_agent)[0]['text/plain']")
+    shown = kernel.value("get_ipython().display_formatter.format(_agent)[0]['text/plain']")
+    assert "code run in the kernel: 2 pieces in .executed_code" in shown
     payloads = cell.reply["content"]["payload"]
     assert [p["source"] for p in payloads] == ["set_next_input"]
     assert payloads[0]["text"] == f"{first}\n\n{second}" and payloads[0]["replace"] is False
