@@ -401,9 +401,11 @@ def _running(cell: Cell) -> None:
     cell.session.settle(0.3)
 
 
-@pytest.mark.parametrize("how", ["stop_button", "max_seconds", "interrupt"])
+@pytest.mark.parametrize("how", ["stop_button", "max_seconds", "interrupt", "interrupt_autoawait_off"])
 def test_stop_ends_a_spinning_run_python_within_a_second(kernel: KernelSession, how: str):
     pid = kernel.value("os.getpid()")
+    if how == "interrupt_autoawait_off":  # the worker-thread fallback: only the interrupt can stop it
+        kernel.ok("%autoawait False")
     kernel.ok(f"m = ScriptedModel([Call('run_python', {{'code': {SPIN!r}}}), 'never'])")
     options = "--allow-writes" + (" --max-seconds 2" if how == "max_seconds" else "")
     cell = kernel.submit(f"%%agent -m m {options}\nspin")
@@ -411,7 +413,7 @@ def test_stop_ends_a_spinning_run_python_within_a_second(kernel: KernelSession, 
     _running(cell)
     if how == "stop_button":
         ended_by = kernel.click(stop)
-    elif how == "interrupt":
+    elif how.startswith("interrupt"):
         ended_by = kernel.interrupt()
     else:
         ended_by = cell.sent_at + 2.0  # the budget runs from the start of the run, a little after the cell was sent
@@ -419,7 +421,7 @@ def test_stop_ends_a_spinning_run_python_within_a_second(kernel: KernelSession, 
     latency = cell.idle_at - ended_by
     print(f"run_python spinning, {how}: idle {latency:.3f} s after the stop")
     assert latency < STOP_BOUND, f"{how}: idle {latency:.3f} s after the stop"
-    expected = {"stop_button": "aborted", "interrupt": "aborted", "max_seconds": "hit_wall_clock"}[how]
+    expected = "hit_wall_clock" if how == "max_seconds" else "aborted"
     assert kernel.value("_agent.status") == expected
     assert kernel.value("spin_started") is True
     assert kernel.value("outputs()[-1]").startswith("aborted")
