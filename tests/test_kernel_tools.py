@@ -467,3 +467,30 @@ def test_stop_ends_the_run_while_the_code_sleeps_in_c(kernel: KernelSession):
     kernel.settle(3.5)
     assert kernel.value("'after_sleep' in globals()") is False
     assert kernel.value("[t.name for t in __import__('threading').enumerate() if 'run-python' in t.name]") == []
+
+
+def test_a_stop_right_after_the_start_still_reaches_the_code():
+    """In-process: cancelling the runner as soon as its thread has started, twenty times, leaves no thread."""
+    import asyncio
+    import threading
+
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from agentkernel.jupyter.code_runner import CodeRunner
+
+    runner = CodeRunner(InteractiveShell.instance())
+
+    async def start_and_cancel() -> None:
+        task = asyncio.ensure_future(runner.run("while True:\n    pass"))
+        await asyncio.sleep(0)  # the runner starts its thread and awaits it
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    for _ in range(20):
+        asyncio.run(start_and_cancel())
+    deadline = time.monotonic() + 5
+    while [t for t in threading.enumerate() if t.name == "agentkernel-run-python"]:
+        assert time.monotonic() < deadline, "a code thread still runs"
+        time.sleep(0.05)
+    assert runner.executed == ["while True:\n    pass"] * 20

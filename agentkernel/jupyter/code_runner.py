@@ -176,7 +176,6 @@ class CodeRunner:
         in_code = threading.Event()  # while set, an abort may (re)send CodeAborted to the thread
 
         def work() -> None:
-            in_code.set()
             try:
                 context.run(self._execute, compiled, execution)
             except BaseException:  # CodeAborted after an abort: nobody waits for this execution any more
@@ -188,6 +187,7 @@ class CodeRunner:
 
         thread = threading.Thread(target=work, name="agentkernel-run-python", daemon=True)
         with _routed(self.shell):
+            in_code.set()  # before the thread starts: a Stop that comes at once must still reach the code
             thread.start()
             self.executed.append(code)
             try:
@@ -286,7 +286,7 @@ def _abort(thread: threading.Thread, in_code: threading.Event) -> None:
     """Raise CodeAborted in ``thread`` now, and again for a few seconds while the code goes on (it may catch it)."""
 
     def send() -> bool:
-        if not in_code.is_set() or thread.ident is None:
+        if not in_code.is_set() or not thread.is_alive() or thread.ident is None:
             return False
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(CodeAborted))
         return True
