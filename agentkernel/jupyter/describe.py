@@ -66,7 +66,7 @@ def size_hint(value: Any) -> str:
         return ""
     try:
         shape = getattr(value, "shape", None)
-        if isinstance(shape, tuple):
+        if isinstance(shape, tuple) and shape:  # not () of a numpy scalar
             return str(shape)
         if hasattr(value, "__len__"):
             return f"len {len(value):,}"
