@@ -328,7 +328,8 @@ def file_tools(root: str | os.PathLike[str] | PathPolicy | None = None) -> list[
     ``PathPolicy`` (e.g. with another ``max_file_bytes``).
     """
     policy = root if isinstance(root, PathPolicy) else PathPolicy(root)
-    return [tool(policy.read_file), tool(policy.list_dir), tool(policy.search_text)]
+    # They cut their own output to MAX_OUTPUT_CHARS and then add a note saying what to ask for next: no second cut.
+    return [tool(f, max_output_chars=None) for f in (policy.read_file, policy.list_dir, policy.search_text)]
 
 
 read_file, list_dir, search_text = file_tools()
