@@ -309,7 +309,8 @@ def test_run_python_top_level_await_stderr_and_ipython_syntax(kernel: KernelSess
 @pytest.mark.parametrize("code, headline", [
     ("def f():\n    return 1 / 0\nprint('before')\nf()", "ZeroDivisionError: division by zero"),
     ("import sys\nsys.exit(3)", "SystemExit: 3"),
-    ("exit()", "SystemExit: exit() was called"),
+    ("exit()", "SystemExit"),
+    ("quit(2)", "SystemExit: 2"),
     ("raise SystemExit", "SystemExit"),
     ("raise KeyboardInterrupt", "KeyboardInterrupt"),
     ("x = (", "SyntaxError: '(' was never closed"),

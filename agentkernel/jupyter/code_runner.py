@@ -332,10 +332,12 @@ class _RoutedStream:
 
 @contextlib.contextmanager
 def _routed(shell: Any) -> Iterator[None]:
-    """While the code runs: its prints, displays and ``exit()`` go to the capture; everyone else's go through."""
+    """While the code runs: its prints and displays go to the capture; everyone else's go through.
+
+    (``exit()`` in the code raises SystemExit, which the runner catches: during a run the magic binds ``exit`` and
+    ``quit`` to ``sys.exit``, see :mod:`agentkernel.jupyter.exits`.)"""
     publisher = shell.display_pub
     original_publish, original_clear = publisher.publish, publisher.clear_output
-    original_exit = getattr(shell, "ask_exit", None)  # kernels and terminals have it; a bare InteractiveShell not
 
     def publish(data: dict[str, Any], metadata: dict[str, Any] | None = None, *args: Any, **kwargs: Any) -> None:
         execution = _CAPTURE.get()
@@ -348,21 +350,14 @@ def _routed(shell: Any) -> Iterator[None]:
         if _CAPTURE.get() is None:
             original_clear(*args, **kwargs)
 
-    def ask_exit() -> None:
-        if _CAPTURE.get() is None and original_exit is not None:
-            original_exit()
-        else:  # IPython's exit() / quit() would stop the kernel
-            raise SystemExit("exit() was called")
-
     streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _RoutedStream("stdout", sys.stdout), _RoutedStream("stderr", sys.stderr)
-    publisher.publish, publisher.clear_output, shell.ask_exit = publish, clear_output, ask_exit
+    publisher.publish, publisher.clear_output = publish, clear_output
     try:
         yield
     finally:
         for name in ("publish", "clear_output"):
             vars(publisher).pop(name, None)
-        vars(shell).pop("ask_exit", None)
         if isinstance(sys.stdout, _RoutedStream):
             sys.stdout = streams[0]
         if isinstance(sys.stderr, _RoutedStream):

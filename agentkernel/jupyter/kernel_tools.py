@@ -178,9 +178,13 @@ class KernelTools:
         """The user's variables as %whos sees them: no _-names, nothing IPython put there, no modules."""
         hidden = self.shell.user_ns_hidden
         missing = object()
+
+        def ipythons(name: str, value: Any) -> bool:
+            # exit and quit are bound to sys.exit for the run's length (see exits.py): still IPython's.
+            return value is hidden.get(name, missing) or (name in hidden and value is sys.exit)
+
         return [(name, value) for name, value in self.shell.user_ns.items()
-                if not name.startswith("_") and value is not hidden.get(name, missing)
-                and not isinstance(value, ModuleType)]
+                if not name.startswith("_") and not ipythons(name, value) and not isinstance(value, ModuleType)]
 
     def lookup(self, name: str) -> Any:
         """The value at a dotted path in the user namespace, walked with getattr; raise a message naming what is
