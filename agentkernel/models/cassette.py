@@ -25,7 +25,7 @@ from typing import Any
 
 from ..history import Item
 from ..redact import known_secrets, redact
-from ..text import short
+from ..text import json_line, short
 from .base import FunctionCallEvent, Model, ModelError, ModelEvent, ModelRequest, TextDelta, UsageEvent
 
 
@@ -123,7 +123,7 @@ class RecordingModel:
     def _write(self, record: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as file:
-            file.write(json.dumps(record, ensure_ascii=False) + "\n")
+            file.write(json_line(record) + "\n")  # model text may hold lone surrogates
 
 
 class ReplayModel:
