@@ -16,10 +16,12 @@ same on every machine. Refusals are raised as exceptions; the loop shows their t
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import os
 import re
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -211,13 +213,16 @@ class PathPolicy:
             pattern: Regular expression to look for in each line; invalid expressions are searched as literal text.
             path: File or directory to search, relative to the project root (default: the whole project).
         """  # noqa: E501
+        return self._search(pattern, path)
+
+    def _search(self, pattern: str, path: str, cancelled: threading.Event | None = None) -> str:
         if len(pattern) > MAX_PATTERN_CHARS:
             raise ValueError(f"the pattern is {len(pattern):,} characters long; at most {MAX_PATTERN_CHARS:,} "
                              "are searched")
         header, regex = "", pattern
         try:
             re.compile(pattern)
-        except (re.error, OverflowError, RecursionError) as e:  # the last two: huge repeats, deep nesting
+        except (re.error, OverflowError) as e:  # OverflowError: a repeat count such as {4294967296}
             header = f"[{pattern!r} is not a valid regular expression ({e}); searched for it as literal text]"
             regex = re.escape(pattern)
         located = self._locate(path)
@@ -227,7 +232,8 @@ class PathPolicy:
         files = [located.path] if explicit else list(self._walk(located))
         found = search_files(regex, [os.fspath(f) for f in files], seconds=self.search_seconds,
                              max_bytes=self.max_file_bytes, max_matches=MAX_MATCHES + 1,
-                             line_chars=4 * MAX_MATCH_LINE_CHARS)  # short() below squeezes the whitespace
+                             line_chars=4 * MAX_MATCH_LINE_CHARS,  # short() below squeezes the whitespace
+                             cancelled=cancelled)
         if explicit and found.skipped:
             raise ValueError(f"{located.show()!r} is {found.skipped[0]}")
         shown = [located.show(f) for f in files]
@@ -410,11 +416,22 @@ def file_tools(root: str | os.PathLike[str] | PathPolicy | None = None) -> list[
     """The tools ``read_file``, ``list_dir`` and ``search_text`` bound to one :class:`PathPolicy`.
 
     ``root`` is the project root (default: the working directory at the time of each call), or a ready
-    ``PathPolicy`` (e.g. with another ``max_file_bytes``).
+    ``PathPolicy`` (e.g. with another ``max_file_bytes``). ``search_text`` is an async function (its search
+    runs in a thread and a child process that a stopped run kills); the other two are plain functions.
     """
     policy = root if isinstance(root, PathPolicy) else PathPolicy(root)
-    methods = (policy.read_file, policy.list_dir, policy.search_text)
-    return [tool(_relative_errors(method, policy)) for method in methods]
+    read, list_, search = (_relative_errors(method, policy) for method in (policy.read_file, policy.list_dir,
+                                                                            policy._search))
+
+    @functools.wraps(policy.search_text)
+    async def search_text(pattern: str, path: str = ".") -> str:
+        cancelled = threading.Event()
+        try:
+            return await asyncio.to_thread(search, pattern, path, cancelled)
+        finally:  # also when the run is stopped: the search process is killed at once, not at its time limit
+            cancelled.set()
+
+    return [tool(read), tool(list_), tool(search_text)]
 
 
 read_file, list_dir, search_text = file_tools()

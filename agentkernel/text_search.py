@@ -23,12 +23,16 @@ import re
 import stat
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 SNIFF_BYTES = 8192
 """A NUL byte among a file's first bytes marks it as binary."""
+POLL_SECONDS = 0.1
+"""How often a waiting search looks at its deadline and at its cancel flag."""
 
 
 def decode_text(data: bytes) -> str:
@@ -108,12 +112,14 @@ class SearchOutcome:
 
 
 def search_files(
-    pattern: str, files: Sequence[str], *, seconds: float, max_bytes: int, max_matches: int, line_chars: int
+    pattern: str, files: Sequence[str], *, seconds: float, max_bytes: int, max_matches: int, line_chars: int,
+    cancelled: threading.Event | None = None,
 ) -> SearchOutcome:
     """Search ``files`` for ``pattern`` (already known to compile) in a child process, for at most ``seconds``.
 
     Up to ``max_matches`` matches, each line cut to ``line_chars`` characters; files over ``max_bytes``, binary,
-    not UTF-8 or not regular are skipped with the reason. Blocks the calling thread (not the GIL) meanwhile.
+    not UTF-8 or not regular are skipped with the reason. Blocks the calling thread (not the GIL) meanwhile;
+    setting ``cancelled`` from another thread ends the search (and the child) within 0.1 s.
     """
     job = {"pattern": pattern, "files": list(files), "max_bytes": max_bytes, "max_matches": max_matches,
            "line_chars": line_chars}
@@ -122,12 +128,20 @@ def search_files(
         stderr=subprocess.PIPE, start_new_session=True,  # a kernel interrupt (SIGINT to the group) spares it
     )
     outcome = SearchOutcome()
+    deadline = time.monotonic() + seconds
+    data: bytes | None = json.dumps(job).encode()
     try:
-        out, err = child.communicate(json.dumps(job).encode(), timeout=seconds)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        out, err = child.communicate()  # what it wrote before the kill
-        outcome.timed_out = True
+        while True:
+            try:
+                out, err = child.communicate(data, timeout=min(POLL_SECONDS, max(deadline - time.monotonic(), 0)))
+                break
+            except subprocess.TimeoutExpired:
+                data = None  # the rest of the input is still sent: communicate keeps it between calls
+                if time.monotonic() >= deadline or (cancelled is not None and cancelled.is_set()):
+                    child.kill()
+                    out, err = child.communicate()  # what it wrote before the kill
+                    outcome.timed_out = True
+                    break
     finally:
         if child.poll() is None:  # the calling thread was interrupted: never leave the child running
             child.kill()
