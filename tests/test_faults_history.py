@@ -1,0 +1,166 @@
+"""Fault injection for what a run keeps (issue 12): text that UTF-8 cannot encode, transcripts that cannot be
+written or were cut, and resuming from a transcript file.
+
+Each test is a case that broke the run before. What must hold: the run ends as it would have, every call has its
+output, the history and every event can be encoded, written and shown, and a transcript loads back to the same
+history, repaired if it has to be.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from openai_server import TEST_KEY, Reply, ScriptedServer, chat_events, lookup_tool
+from runtime_helpers import outputs
+
+from agentkernel import (
+    Call,
+    RecordingModel,
+    ReplayModel,
+    ScriptedModel,
+    Turn,
+    load_transcript,
+    run,
+    tool,
+    validate_history,
+)
+from agentkernel.events import Event, MessageDone, TextDelta, ToolCallFinished, ToolCallStarted
+from agentkernel.history import MISSING_OUTPUT
+from agentkernel.jupyter.render import RunRecord, render_html, render_text
+from agentkernel.models import OpenAIChatModel
+
+LONE = "\ud800"
+"""A lone surrogate: a str can hold it, UTF-8 cannot encode it."""
+REPLACED = "\ufffd"
+
+
+@tool
+def odd_output() -> str:
+    """Return text holding a lone surrogate."""
+    return f"x{LONE}y"
+
+
+@tool
+def plain_output() -> str:
+    """Return plain text."""
+    return "fine"
+
+
+def encodable(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def event_texts(events: list[Event]) -> list[str]:
+    texts: list[str] = []
+    for event in events:
+        if isinstance(event, TextDelta | MessageDone):
+            texts.append(event.text)
+        elif isinstance(event, ToolCallStarted | ToolCallFinished):
+            texts += [event.call.name, event.call.arguments, event.call.output]
+    return texts
+
+
+# -- #3: lone surrogates -------------------------------------------------------------------------------------
+
+
+def test_lone_surrogates_anywhere_leave_the_run_its_invariant_and_its_transcript_whole(tmp_path: Path) -> None:
+    model = ScriptedModel([
+        Turn(text=f"he{LONE}llo", calls=[Call("odd_output"), Call("plain_output"), Call(f"no{LONE}such")]),
+        f"done{LONE}",
+    ])
+    events: list[Event] = []
+    record = RunRecord()
+
+    def listen(event: Event) -> None:
+        events.append(event)
+        record(event)
+
+    path = tmp_path / "run.jsonl"
+    result = asyncio.run(run(f"prompt{LONE}", model=model, tools=[odd_output, plain_output],
+                             system=f"system{LONE}", transcript=path, on_event=listen))
+    assert result.status == "complete", result.summary
+    validate_history(result.history)
+    assert [o["output"] for o in outputs(result.history)][:2] == [f"x{REPLACED}y", "fine"]  # both calls answered
+    assert result.history[0]["content"] == f"prompt{REPLACED}"
+    assert result.answer == f"done{REPLACED}"
+    assert encodable(result.history) and encodable(result.partial_findings)
+    assert all(encodable(text) for text in event_texts(events))
+    render_html(result, record).encode("utf-8")
+    render_text(result, record).encode("utf-8")
+    # The transcript is valid UTF-8 and loads back to the same history.
+    path.read_bytes().decode("utf-8")
+    assert load_transcript(path) == result.history
+
+
+def test_an_api_that_sends_lone_surrogates_through_the_real_sdk(tmp_path: Path) -> None:
+    calls = [("call_a", "lookup", ['{"word": "ca', '\\ud800t"}']), ("call_b", "lookup", ['{"word": "dog"}'])]
+    with ScriptedServer(Reply(chat_events(["he", LONE, "llo"], calls)), Reply(chat_events(["ok"]))) as server:
+        model = OpenAIChatModel("test-model", base_url=server.url, api_key=TEST_KEY)
+        result = asyncio.run(run("define", model=model, tools=[lookup_tool()], transcript=tmp_path / "run.jsonl"))
+    assert result.status == "complete", result.summary
+    validate_history(result.history)
+    assert [o["call_id"] for o in outputs(result.history)] == ["call_a", "call_b"]
+    # What went back to the API is valid Unicode: the surrogates were replaced before the history kept them.
+    sent = server.requests[1].body["messages"]
+    assert sent[2]["content"] == f"he{REPLACED}llo"
+    # The arguments are JSON text with a "\\ud800" escape (valid text); the tool got the surrogate, its output
+    # had it replaced.
+    assert json.loads(sent[2]["tool_calls"][0]["function"]["arguments"]) == {"word": f"ca{LONE}t"}
+    assert sent[3]["content"] == f"ca{REPLACED}t means something"
+    assert encodable(server.requests[1].body)
+    assert load_transcript(tmp_path / "run.jsonl") == result.history
+
+
+def test_a_cassette_records_and_replays_lone_surrogates(tmp_path: Path) -> None:
+    cassette = tmp_path / "run.cassette.jsonl"
+    script = [Turn(text=f"a{LONE}b", calls=[Call("odd_output")]), f"end{LONE}"]
+    recorded = asyncio.run(run("go", model=RecordingModel(ScriptedModel(script), cassette), tools=[odd_output]))
+    cassette.read_bytes().decode("utf-8")
+    replayed = asyncio.run(run("go", model=ReplayModel(cassette), tools=[odd_output]))
+    assert recorded.status == replayed.status == "complete"
+    assert replayed.history == recorded.history
+
+
+# -- transcripts that cannot be written, or were cut ---------------------------------------------------------
+
+
+def test_a_transcript_that_cannot_be_written_warns_and_the_run_goes_on() -> None:
+    full = Path("/dev/full")  # every write fails with ENOSPC, as on a full disk
+    if not full.exists():
+        pytest.skip("needs /dev/full")
+    model = ScriptedModel([[Call("plain_output"), Call("plain_output")], "done"])
+    with pytest.warns(RuntimeWarning, match="cannot write the transcript /dev/full: .*No space left"):
+        result = asyncio.run(run("go", model=model, tools=[plain_output], transcript=full))
+    assert result.status == "complete"
+    validate_history(result.history)
+    assert len(outputs(result.history)) == 2
+
+
+def test_a_corrupt_transcript_loads_repaired(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    lines = [
+        {"event": "start", "run_id": "r1", "system": "s"},
+        {"event": "item", "item": {"type": "message", "role": "user", "content": f"hi{LONE}"}},
+        {"event": "item", "item": {"type": "function_call", "call_id": ["not", "a", "string"], "name": "x",
+                                   "arguments": "{}"}},
+        {"event": "item", "item": {"type": "function_call", "call_id": "c1", "name": "plain_output",
+                                   "arguments": "{}"}},
+    ]
+    path.write_text("\n".join(json.dumps(line) for line in lines) + '\n{"event": "item", "item": {"ty')
+    history = load_transcript(path)
+    validate_history(history)
+    assert history == [
+        {"type": "message", "role": "user", "content": f"hi{REPLACED}"},
+        {"type": "function_call", "call_id": "c1", "name": "plain_output", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": MISSING_OUTPUT, "synthetic": True},
+    ]
+    result = asyncio.run(run("go on", model=ScriptedModel(["resumed"]), history=history))
+    assert result.status == "complete" and result.history[:3] == history
