@@ -60,7 +60,7 @@ def _valid_value(value: Any) -> Any:
 def history_problems(history: Iterable[Item]) -> list[str]:
     """Every way ``history`` breaks the invariant, as readable sentences (empty when it holds)."""
     problems: list[str] = []
-    open_calls: dict[Any, int] = {}
+    open_calls: dict[Any, int] = {}  # call ids as found, even malformed ones (None, numbers)
     answered: set[Any] = set()
     for index, item in enumerate(history):
         kind = item.get("type")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Install the test extras (and Debian's Chromium for the browser suite) and run every check: ruff, every teaching
-# notebook through nbval (twice), the unit and kernel tests and the JupyterLab + Chromium suite.
+# Install the test extras (and Debian's Chromium for the browser suite) and run every check: ruff, mypy, every
+# teaching notebook through nbval (twice), the unit and kernel tests and the JupyterLab + Chromium suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +12,7 @@ fi
 python -m pip install -q --disable-pip-version-check -e '.[test,browser]'
 
 python -m ruff check .
+python -m mypy
 # The notebooks run twice (here, then in the full run below): their saved outputs must hold run after run.
 python -m pytest -q -p no:cacheprovider --nbval notebooks
 python -m pytest tests notebooks --nbval "$@"

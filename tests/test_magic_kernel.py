@@ -255,7 +255,7 @@ def test_bad_option_is_a_usage_error(kernel: KernelSession, line: str, message: 
     assert cell.status == "error"
     shown = cell.stderr + "".join(e["evalue"] for e in cell.errors)
     assert "UsageError" in shown and message in shown, cell.describe()
-    assert "usage: %agent [--model MODEL]" in shown
+    assert "usage: %%agent [options]" in shown
     assert not cell.displays  # no panel for a cell that never ran
 
 

@@ -1,4 +1,7 @@
-"""``%%agent`` and ``%agent``: options, defaults from traitlets and the environment, and running a cell.
+"""``%%agent`` and ``%agent``: preparing a cell's run from its options, running it, and ending the cell.
+
+The options, their ``%config AgentMagics`` traits and their help are declared once in
+:mod:`agentkernel.jupyter.options`.
 
 A ``%%agent`` cell is rewritten by :func:`agentkernel.jupyter.transform.rewrite_agent_cell` into a top-level
 ``await`` of :meth:`AgentMagics.run_async`, so the cell stays busy while the kernel still handles the Stop
@@ -16,16 +19,14 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from IPython.core import magic_arguments
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import display
-from traitlets import Bool, Enum, Float, Int, List, Unicode
 
 from ..events import Event
-from ..file_tools import FILE_TOOL_NAMES, file_tools
+from ..file_tools import file_tools
 from ..guards import GuardConfig
 from ..loop import AgentLoop
 from ..models.base import Model
@@ -34,8 +35,13 @@ from ..stop import StopSignal
 from ..tools import Approver, Tool, tool
 from ..usage import Limits
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
+from .options import AgentOptions, merge, option_arguments, option_traits, split_line
 from .panel import PANEL_TEXT, Panel
 from .render import RunRecord, render_html, render_text
+
+if TYPE_CHECKING:
+    from ..models.openai_chat import OpenAIChatModel
+    from ..models.openai_responses import OpenAIResponsesModel
 
 DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -45,13 +51,6 @@ NO_MODEL = (
     "or pass --model NAME where NAME is a model object in this notebook, e.g. "
     "my_model = agentkernel.ScriptedModel(['Hello!'])."
 )
-
-
-def _unquote(text: str | None) -> str | None:
-    """IPython splits magic lines keeping quotes (``--system "be terse"``); take them off again."""
-    if text and len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
-        return text[1:-1]
-    return text
 
 
 @dataclass
@@ -70,47 +69,11 @@ class CellRun:
 class AgentMagics(Magics):
     """Run an agent loop inline in the kernel. Every option's default can be set with ``%config``."""
 
-    model = Unicode("", help="Model name for the API, or the name of a model object in the user namespace "
-                    "(default: $AGENTKERNEL_MODEL, else gpt-4.1-mini when OPENAI_API_KEY is set).").tag(config=True)
-    api = Enum(["responses", "chat"], "responses", help="OpenAI Responses API or Chat Completions.").tag(config=True)
-    base_url = Unicode("", help="OpenAI-compatible base URL (default: $OPENAI_BASE_URL).").tag(config=True)
-    tools = List(Unicode(), default_value=list(FILE_TOOL_NAMES),
-                 help="Tool names: built-ins and @tool functions in the user namespace.").tag(config=True)
-    max_iterations = Int(0, help="Model requests per run (0: no cap).").tag(config=True)
-    max_tokens = Int(0, help="Total tokens per run (0: no cap).").tag(config=True)
-    max_seconds = Float(0.0, help="Wall clock per run in seconds (0: no cap).").tag(config=True)
-    max_tool_calls = Int(0, help="Tool calls per run (0: no cap).").tag(config=True)
-    repeat_limit = Int(3, help="Stop when one call signature repeats this many times (0: off).").tag(config=True)
-    root = Unicode("", help="Project root for the built-in file tools (default: the working directory).").tag(
-        config=True)
-    system = Unicode("", help="System prompt (default: agentkernel's bounded-loop prompt).").tag(config=True)
-    allow_writes = Bool(False, help="Run side-effecting tools without asking.").tag(config=True)
-    approval_timeout = Float(300.0, help="Seconds to wait for Approve/Deny before denying.").tag(config=True)
-    transcripts = Bool(True, help="Append every run to a JSONL transcript ($AGENTKERNEL_TRANSCRIPTS or "
-                       "~/.agentkernel/transcripts).").tag(config=True)
-    stream_throttle = Float(0.1, help="Seconds between updates of the streamed text.").tag(config=True)
+    locals().update(option_traits())  # model, api, max_iterations, ...: one traitlet per row of the options table
 
     # -- the magic -------------------------------------------------------------------------------------------
 
-    @magic_arguments.magic_arguments()
-    @magic_arguments.argument("--model", "-m", help="model name, or the name of a model object in the notebook")
-    @magic_arguments.argument("--api", choices=["responses", "chat"], help="OpenAI API flavour")
-    @magic_arguments.argument("--base-url", help="OpenAI-compatible server URL")
-    @magic_arguments.argument("--tools", help="comma-separated tool names (built-ins and @tool functions)")
-    @magic_arguments.argument("--max-iterations", type=int, help="cap on model requests")
-    @magic_arguments.argument("--max-tokens", type=int, help="cap on total tokens")
-    @magic_arguments.argument("--max-seconds", type=float, help="cap on wall-clock seconds")
-    @magic_arguments.argument("--max-tool-calls", type=int, help="cap on tool calls")
-    @magic_arguments.argument("--repeat-limit", type=int, help="repeats of one call signature before stopping")
-    @magic_arguments.argument("--root", help="project root for the built-in file tools")
-    @magic_arguments.argument("--system", help="system prompt")
-    @magic_arguments.argument("--continue", dest="resume", action="store_true",
-                              help="go on from the previous run's history (_agent)")
-    @magic_arguments.argument("--out", help="also store the LoopResult in this variable")
-    @magic_arguments.argument("--allow-writes", action="store_true", help="run side-effecting tools unasked")
-    @magic_arguments.argument("--record", help="save the model exchanges to this JSONL cassette")
-    @magic_arguments.argument("--replay", help="play the model exchanges back from this cassette")
-    @magic_arguments.argument("prompt", nargs="*", help="the prompt (for %%agent: the cell body)")
+    @option_arguments
     @line_cell_magic
     def agent(self, line: str, cell: str | None = None) -> None:
         """Run an LLM tool-use loop on the prompt, showing tool calls, streamed text and a Stop button.
@@ -159,13 +122,23 @@ class AgentMagics(Magics):
 
     # -- preparing a run -------------------------------------------------------------------------------------
 
-    def parse(self, line: str) -> Any:
+    @property
+    def user_ns(self) -> dict[str, Any]:
+        """The notebook's namespace (a registered magic always has its shell)."""
+        assert self.shell is not None, "AgentMagics is used inside an IPython shell"
+        return self.shell.user_ns
+
+    def parse(self, line: str, cell: str | None) -> tuple[AgentOptions, str]:
+        """The cell's options (command line > ``%config`` > environment > default) and its prompt."""
         try:
-            return magic_arguments.parse_argstring(self.agent, line)
+            words, rest = split_line(line)
+            args = self.agent.parser.parse_args(words)
+            if cell is not None and rest:
+                raise UsageError(f"%%agent takes its prompt from the cell body; {rest!r} is not an option")
         except UsageError as e:
             usage = self.agent.parser.format_usage().split("::", 1)[-1].strip()
-            raise UsageError(f"{e}\nusage: {usage}") from None
-
+            raise UsageError(f"{e}\nusage: {usage}\n(%%agent? lists the options)") from None
+        return merge(args, self), (cell if cell is not None else rest).strip()
 
     def prepare(self, line: str, cell: str | None, *, clickable: bool = True) -> CellRun:
         """Parse the options, resolve model and tools, and show the panel; raise AgentConfigError when unusable.
@@ -173,88 +146,85 @@ class AgentMagics(Magics):
         ``clickable`` is False for the worker-thread fallback: a blocking cell gets no clicks until it ends, so
         Approve / Deny could never be answered there.
         """
-        args = self.parse(line)
-        prompt = cell.strip() if cell is not None else " ".join(args.prompt)
-        if not prompt and not args.resume:
+        options, prompt = self.parse(line, cell)
+        if not prompt and not options.resume:
             raise UsageError("the prompt is empty: write it in the cell body below %%agent (or after %agent)")
-        out = args.out
-        if out is not None and not out.isidentifier():
-            raise AgentConfigError(f"--out needs a variable name, not {out!r}")
+        if options.out is not None and not options.out.isidentifier():
+            raise AgentConfigError(f"--out needs a variable name, not {options.out!r}")
         limits = Limits(
-            max_iterations=self.pick(args.max_iterations, self.max_iterations) or None,
-            max_tokens=self.pick(args.max_tokens, self.max_tokens) or None,
-            max_seconds=self.pick(args.max_seconds, self.max_seconds) or None,
-            max_tool_calls=self.pick(args.max_tool_calls, self.max_tool_calls) or None,
+            max_iterations=options.max_iterations or None,
+            max_tokens=options.max_tokens or None,
+            max_seconds=options.max_seconds or None,
+            max_tool_calls=options.max_tool_calls or None,
         )
-        model = self.resolve_model(args)
-        tools = self.resolve_tools(args)
-        history = self.previous_history() if args.resume else None
+        guards = GuardConfig(
+            repeat_limit=options.repeat_limit,
+            stuck_window=options.stuck_window,
+            max_stale_turns=options.stale_turns,
+            max_consecutive_failures=options.failure_rounds,
+        )
+        model = self.resolve_model(options)
+        tools = self.resolve_tools(options)
+        history = self.previous_history() if options.resume else None
         stop = StopSignal()
-        panel = Panel(limits, stop, throttle=self.stream_throttle)
+        panel = Panel(limits, stop, throttle=options.stream_throttle)
         record = RunRecord()
-        allow_writes = args.allow_writes or self.allow_writes
         loop = AgentLoop(
             model,
             tools=tools,
-            system=_unquote(args.system) or self.system or None,
+            system=options.system or None,
             history=history,
             limits=limits,
-            guards=GuardConfig(repeat_limit=self.pick(args.repeat_limit, self.repeat_limit)),
+            guards=guards,
             stop=stop,
             on_event=fan_out(panel, record),
-            approve=self.approver(panel, allow_writes, clickable),
-            transcript=self.transcripts,
+            approve=self.approver(panel, options, clickable),
+            transcript=options.transcripts,
         )
         bundle = panel.widget._repr_mimebundle_()
         bundle["text/plain"] = PANEL_TEXT  # a fixed text, so saved notebooks compare equal under nbval
         display(bundle, raw=True)
-        return CellRun(loop=loop, panel=panel, record=record, prompt=prompt, out=out)
+        return CellRun(loop=loop, panel=panel, record=record, prompt=prompt, out=options.out)
 
-    @staticmethod
-    def pick(option: Any, configured: Any) -> Any:
-        return configured if option is None else option
-
-    def resolve_model(self, args: Any) -> Model:
-        if args.replay:
+    def resolve_model(self, options: AgentOptions) -> Model:
+        if options.replay:
             from ..models.cassette import ReplayModel
 
-            model: Model = ReplayModel(_unquote(args.replay))
+            model: Model = ReplayModel(options.replay)
         else:
-            model = self.named_model(args)
-        if args.record:
+            model = self.named_model(options)
+        if options.record:
             from ..models.cassette import RecordingModel
 
-            model = RecordingModel(model, _unquote(args.record))
+            model = RecordingModel(model, options.record)
         return model
 
-    def named_model(self, args: Any) -> Model:
-        name = _unquote(args.model) or self.model or os.environ.get("AGENTKERNEL_MODEL", "")
-        found = self.shell.user_ns.get(name) if name else None
+    def named_model(self, options: AgentOptions) -> Model:
+        name = options.model
+        found = self.user_ns.get(name) if name else None
         if found is not None:
             if not callable(getattr(found, "stream", None)):
                 raise AgentConfigError(f"{name!r} in the notebook is a {type(found).__name__}, not a model "
                                        "(it needs a stream(request) method, like agentkernel.ScriptedModel)")
             return found
-        base_url = _unquote(args.base_url) or self.base_url or os.environ.get("OPENAI_BASE_URL") or None
+        base_url = options.base_url or None
         if not os.environ.get("OPENAI_API_KEY") and not base_url:
             raise AgentConfigError(NO_MODEL if not name else
                                    f"Model {name!r} is not an object in this notebook and OPENAI_API_KEY is not set: "
                                    "set the key, give --base-url for a local server, or use a scripted model.")
-        api = args.api or self.api
-        if api == "chat":
+        cls: type[OpenAIChatModel | OpenAIResponsesModel]
+        if options.api == "chat":
             from ..models.openai_chat import OpenAIChatModel as cls
         else:
             from ..models.openai_responses import OpenAIResponsesModel as cls
         return cls(name or DEFAULT_OPENAI_MODEL, base_url=base_url)
 
-    def resolve_tools(self, args: Any) -> list[Tool]:
-        names = [n.strip() for n in _unquote(args.tools).split(",")] if args.tools is not None else self.tools
-        root = _unquote(args.root) or self.root or None
-        available = {t.name: t for t in file_tools(root)}
+    def resolve_tools(self, options: AgentOptions) -> list[Tool]:
+        available = {t.name: t for t in file_tools(options.root or None)}
         tools: list[Tool] = []
-        for name in filter(None, names):
-            if name in self.shell.user_ns:
-                found = self.shell.user_ns[name]
+        for name in options.tools:
+            if name in self.user_ns:
+                found = self.user_ns[name]
                 if not callable(found):
                     raise AgentConfigError(f"tool {name!r} is a {type(found).__name__}, not a function or @tool")
                 tools.append(found if isinstance(found, Tool) else tool(found))
@@ -266,17 +236,18 @@ class AgentMagics(Magics):
         return tools
 
     def previous_history(self) -> list[dict[str, Any]]:
-        previous = self.shell.user_ns.get("_agent")
+        previous = self.user_ns.get("_agent")
         if not isinstance(previous, LoopResult):
             raise AgentConfigError("--continue needs a previous run: run a %%agent cell first (its result is _agent)")
         return previous.history
 
-    def approver(self, panel: Panel, allow_writes: bool, clickable: bool = True) -> Approver | None:
-        if allow_writes:
+    def approver(self, panel: Panel, options: AgentOptions, clickable: bool = True) -> Approver | None:
+        if options.allow_writes:
             return lambda call, tool: True
         if not clickable or os.environ.get("CI") or os.environ.get("AGENTKERNEL_NONINTERACTIVE"):
             return None  # nobody can click: side-effecting calls are denied and the model is told why
-        return lambda call, tool: panel.approve(call, tool, self.approval_timeout or None)
+        timeout = options.approval_timeout or None
+        return lambda call, tool: panel.approve(call, tool, timeout)
 
     # -- ending a run ----------------------------------------------------------------------------------------
 
@@ -304,9 +275,9 @@ class AgentMagics(Magics):
             signal.signal(signal.SIGINT, previous)
 
     def publish(self, run: CellRun, result: LoopResult) -> None:
-        self.shell.user_ns["_agent"] = result
+        self.user_ns["_agent"] = result
         if run.out:
-            self.shell.user_ns[run.out] = result
+            self.user_ns[run.out] = result
 
     def finish(self, run: CellRun) -> None:
         """Store the result, leave the static rendering, and end the cell as the run's status says."""

@@ -1,0 +1,322 @@
+"""The ``%%agent`` options, declared once: :class:`AgentOptions` is the table.
+
+Each field of :class:`AgentOptions` is one option: its type, default, flags, help, group, whether
+``%config AgentMagics.<name>`` sets it (a traitlet) and the environment variable consulted when neither the command
+line nor ``%config`` gives a value. From that one table come the traitlets on ``AgentMagics``
+(:func:`option_traits`), the magic's ``magic_arguments`` parser and its grouped ``%%agent?`` help
+(:func:`option_arguments`), and the merge (:func:`merge`: command line > ``%config`` > environment > default),
+whose result is a typed :class:`AgentOptions` the magic reads.
+
+Adding an option is one field here plus the wiring where its value is used, e.g.::
+
+    temperature: float | None = option(None, "--temperature", group="model", metavar="T",
+                                       help="sampling temperature", shown="the model's own")
+
+A ``bool`` field is a switch: ``--flag`` for a field that defaults to False, ``--no-flag`` style for one that
+defaults to True. Numbers are never negative; 0 switches a budget or guard off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import shlex
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, TypeVar
+
+from IPython.core import magic_arguments
+from IPython.core.error import UsageError
+from traitlets import Bool, Enum, Float, Int, List, TraitType, Unicode
+
+from ..file_tools import FILE_TOOL_NAMES
+
+T = TypeVar("T")
+
+GROUPS = ("model", "budgets", "guards", "tools", "session and recording")
+API_CHOICES = ("responses", "chat")
+USAGE = "%%agent [options]            (the prompt is the cell body)\n  %%agent [options] prompt"
+"""Usage for argparse, which turns ``%%`` into ``%`` and puts one more ``%`` in front of the first line."""
+
+
+@dataclass(frozen=True)
+class Spec:
+    """How one option appears: everything but its name, type and default (which are the field's)."""
+
+    flags: tuple[str, ...]
+    group: str
+    help: str
+    trait: bool
+    env: str | None
+    choices: tuple[str, ...]
+    metavar: str | None
+    shown: str | None
+
+
+def option(default: T, *flags: str, group: str, help: str, trait: bool = True, env: str | None = None,
+           choices: tuple[str, ...] = (), metavar: str | None = None, shown: str | None = None) -> T:
+    """One row of the table: a dataclass field carrying its :class:`Spec`.
+
+    ``flags`` empty: a ``%config``-only setting. ``trait=False``: this cell only (no ``%config``). ``env``: read
+    when neither the command line nor ``%config`` gives a value. ``shown``: the default as the help states it,
+    when the value alone would not say it (``$OPENAI_BASE_URL``, "the working directory").
+    """
+    assert group in GROUPS, group
+    spec = Spec(flags, group, help, trait, env, choices, metavar, shown)
+    if isinstance(default, list):
+        items = list(default)
+        return field(default_factory=lambda: list(items), metadata={"option": spec})  # type: ignore[return-value]
+    return field(default=default, metadata={"option": spec})
+
+
+@dataclass
+class AgentOptions:
+    """Every ``%%agent`` option and ``%config AgentMagics`` setting, merged for one cell."""
+
+    # -- model
+    model: str = option("", "--model", "-m", group="model", env="AGENTKERNEL_MODEL", metavar="NAME",
+                        help="a model name for the API, or the name of a model object in the notebook",
+                        shown="$AGENTKERNEL_MODEL, else gpt-4.1-mini when OPENAI_API_KEY is set")
+    api: str = option("responses", "--api", group="model", choices=API_CHOICES,
+                      help="the OpenAI Responses API, or Chat Completions for OpenAI-compatible servers")
+    base_url: str = option("", "--base-url", group="model", env="OPENAI_BASE_URL", metavar="URL",
+                           help="an OpenAI-compatible server (vLLM, Ollama, llama.cpp, ...)", shown="$OPENAI_BASE_URL")
+    system: str = option("", "--system", group="model", metavar="TEXT", help="the system prompt",
+                         shown="agentkernel's bounded-loop prompt")
+    # -- budgets (0: off)
+    max_iterations: int = option(0, "--max-iterations", group="budgets", metavar="N", help="cap on model requests")
+    max_tokens: int = option(0, "--max-tokens", group="budgets", metavar="N",
+                             help="cap on total tokens, as the API reports them")
+    max_seconds: float = option(0.0, "--max-seconds", group="budgets", metavar="S",
+                                help="wall clock; cuts an in-flight request or tool")
+    max_tool_calls: int = option(0, "--max-tool-calls", group="budgets", metavar="N",
+                                 help="cap on tool calls; calls past it are not run")
+    # -- guards (0: off)
+    repeat_limit: int = option(3, "--repeat-limit", group="guards", metavar="N",
+                               help="stop when one (tool, arguments, output) signature has occurred N times")
+    stuck_window: int = option(8, "--stuck-window", group="guards", metavar="N",
+                               help="stop when the last N tool calls repeat a cycle of 1-3 calls")
+    stale_turns: int = option(3, "--stale-turns", group="guards", metavar="N",
+                              help="stop after N model turns in a row that are empty or repeat the one before")
+    failure_rounds: int = option(3, "--failure-rounds", group="guards", metavar="N",
+                                 help="stop after N rounds in a row in which every tool call failed")
+    # -- tools
+    tools: list[str] = option(list(FILE_TOOL_NAMES), "--tools", group="tools", metavar="NAMES",
+                              help="built-in tools and @tool functions in the notebook, comma-separated")
+    root: str = option("", "--root", group="tools", metavar="DIR",
+                       help="the only folder the built-in file tools may read", shown="the working directory")
+    allow_writes: bool = option(False, "--allow-writes", group="tools", help="run side-effecting tools without asking")
+    approval_timeout: float = option(300.0, group="tools",
+                                     help="seconds to wait for Approve / Deny before denying (0: wait for ever)")
+    # -- session and recording
+    resume: bool = option(False, "--continue", group="session and recording", trait=False,
+                          help="go on from _agent.history with this prompt as the next user message")
+    out: str | None = option(None, "--out", group="session and recording", trait=False, metavar="VAR",
+                             help="also store the LoopResult in the variable VAR")
+    record: str | None = option(None, "--record", group="session and recording", trait=False, metavar="FILE",
+                                help="save every model exchange to this JSONL cassette")
+    replay: str | None = option(None, "--replay", group="session and recording", trait=False, metavar="FILE",
+                                help="play a cassette back: no network, no key")
+    transcripts: bool = option(True, group="session and recording",
+                               help="append each run to a JSONL transcript under $AGENTKERNEL_TRANSCRIPTS "
+                                    "(else ~/.agentkernel/transcripts)")
+    stream_throttle: float = option(0.1, group="session and recording",
+                                    help="seconds between updates of the streamed text")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One field of :class:`AgentOptions` with its type and default resolved."""
+
+    name: str
+    kind: type  # bool, int, float, str or list (of str)
+    optional: bool  # the type admits None
+    default: Any
+    spec: Spec
+
+    @property
+    def takes_value(self) -> bool:
+        return self.kind is not bool
+
+    @property
+    def shown_default(self) -> str:
+        if self.spec.shown:
+            return self.spec.shown
+        if self.kind is bool:
+            return "on" if self.default else "off"
+        if self.kind is list:
+            return ",".join(self.default)
+        if self.kind in (int, float) and self.default == 0:
+            return "0 = off"
+        return str(self.default)
+
+    def help_text(self) -> str:
+        """An option's help on the command line: with the default, and the trait's name unless the flag spells it."""
+        if not self.spec.trait:
+            return self.spec.help
+        named = "" if name_of(self.spec.flags[0]) == self.name else f"; %config AgentMagics.{self.name}"
+        return f"{self.spec.help} (default: {self.shown_default}{named})"
+
+    def argument(self) -> magic_arguments.argument:
+        """The ``magic_arguments`` entry: the parsed value is None unless the option is on the command line."""
+        kwargs: dict[str, Any] = {"dest": self.name, "default": None, "help": self.help_text().replace("%", "%%")}
+        if self.kind is bool:
+            kwargs["action"] = "store_false" if self.default else "store_true"
+        else:
+            kwargs["metavar"] = self.spec.metavar
+            kwargs["type"] = CONVERTERS.get(self.kind)
+            if self.spec.choices:
+                kwargs.update(choices=self.spec.choices, metavar=None)
+        return magic_arguments.argument(*self.spec.flags, **kwargs)
+
+    def trait(self) -> TraitType:
+        """The ``%config AgentMagics.<name>`` traitlet."""
+        text = self.spec.help
+        if self.spec.flags:
+            text += f" (default: {self.shown_default}; command line: {self.spec.flags[0]})"
+        kwargs: dict[str, Any] = {"help": text, "allow_none": self.optional}
+        trait: TraitType
+        if self.spec.choices:
+            trait = Enum(list(self.spec.choices), self.default, **kwargs)
+        elif self.kind is bool:
+            trait = Bool(self.default, **kwargs)
+        elif self.kind is int:
+            trait = Int(self.default, min=0, **kwargs)
+        elif self.kind is float:
+            trait = Float(self.default, min=0.0, **kwargs)
+        elif self.kind is list:
+            trait = List(Unicode(), default_value=list(self.default), **kwargs)
+        else:
+            trait = Unicode(self.default, **kwargs)
+        return trait.tag(config=True)
+
+
+def _number(kind: Callable[[str], float]) -> Callable[[str], float]:
+    def convert(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid {kind.__name__} value: {text!r}") from None
+        if not value >= 0:  # also refuses nan
+            raise argparse.ArgumentTypeError(f"must be 0 or more, not {text!r}")
+        return value
+
+    return convert
+
+
+def comma_list(text: str) -> list[str]:
+    """``"a, b,"`` -> ``["a", "b"]``; an empty text is an empty list."""
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+CONVERTERS: dict[type, Callable[[str], Any]] = {int: _number(int), float: _number(float), list: comma_list}
+
+
+def _resolve(hint: Any) -> tuple[type, bool]:
+    """A field's type as (kind, optional): ``float | None`` -> (float, True), ``list[str]`` -> (list, False)."""
+    args = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    kinds = [a for a in args if a is not type(None)]
+    assert len(kinds) == 1, hint
+    kind = typing.get_origin(kinds[0]) or kinds[0]
+    return kind, len(kinds) < len(args)
+
+
+def _options() -> tuple[Option, ...]:
+    hints = typing.get_type_hints(AgentOptions)
+    table = []
+    for f in fields(AgentOptions):
+        default = f.default_factory() if f.default is MISSING and f.default_factory is not MISSING else f.default
+        table.append(Option(f.name, *_resolve(hints[f.name]), default, f.metadata["option"]))
+    return tuple(table)
+
+
+OPTIONS = _options()
+BY_FLAG = {flag: o for o in OPTIONS for flag in o.spec.flags}
+
+
+def option_traits() -> dict[str, TraitType]:
+    """The traitlets for ``AgentMagics``: one per option that ``%config`` can set."""
+    return {o.name: o.trait() for o in OPTIONS if o.spec.trait}
+
+
+def option_arguments(func: Any) -> Any:
+    """Decorate the magic with its grouped ``magic_arguments`` parser, as IPython's own magics are decorated.
+
+    The help (``%%agent?``) is the docstring, then the options by group with their defaults, then the settings
+    only ``%config`` sets.
+    """
+    decorators: list[magic_arguments.ArgDecorator] = []
+    for group in GROUPS:
+        decorators.append(magic_arguments.argument_group(group))
+        decorators.extend(o.argument() for o in OPTIONS if o.spec.group == group and o.spec.flags)
+    for decorator in reversed(decorators):  # as if written top to bottom above the function
+        func = decorator(func)
+    func = magic_arguments.kwds(usage=USAGE, epilog=_epilog())(func)
+    func = magic_arguments.magic_arguments()(func)
+    func.parser.allow_abbrev = False  # a prefix that is unique today becomes ambiguous when an option is added
+    return func
+
+
+def _epilog() -> str:
+    settings = [(f"{o.name} = {o.default!r}", o.spec.help) for o in OPTIONS if not o.spec.flags]
+    width = max(len(assignment) for assignment, _ in settings)
+    return "\n".join([
+        "%config AgentMagics.<name> = value sets an option's default for the cells after it, <name> being the",
+        "option's long flag with _ for - (%config AgentMagics.max_seconds = 60) unless its help names it; the",
+        "command line wins. Settings %config alone sets:",
+        *(f"  {assignment:<{width}}  {text}" for assignment, text in settings),
+    ])
+
+
+def name_of(flag: str) -> str:
+    """The ``%config`` name of a long flag: ``--max-seconds`` -> ``max_seconds``."""
+    return flag.removeprefix("--").replace("-", "_")
+
+
+def split_line(line: str) -> tuple[list[str], str]:
+    """Split a magic line into its options and the text after them.
+
+    The options are split as a POSIX shell would (``--system "be terse"`` gives the word ``be terse``); the text
+    after them, from the first word that is neither an option nor an option's value, is kept as typed: it is
+    the one-line ``%agent``'s prompt (``what's in x.txt?``). A ``--`` ends the options.
+    """
+    stream = io.StringIO(line)  # its position is where the next word starts (after the whitespace)
+    lexer = shlex.shlex(stream, posix=True)
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    words: list[str] = []
+    wants_value = False
+    while rest := line[stream.tell():].strip():
+        if not wants_value and not rest.startswith("-"):
+            return words, rest
+        try:
+            word = lexer.get_token()
+        except ValueError as e:  # an unclosed quote
+            raise UsageError(f"{e} in {rest!r}") from None
+        if word is None:
+            break
+        if word == "--" and not wants_value:
+            return words, line[stream.tell():].strip()
+        words.append(word)
+        flag, equals, _ = word.partition("=")
+        wants_value = not wants_value and flag in BY_FLAG and BY_FLAG[flag].takes_value and not equals
+    return words, ""
+
+
+def merge(args: argparse.Namespace, configured: object) -> AgentOptions:
+    """Each option from the command line, else its ``%config`` trait on ``configured`` (``AgentMagics``), else its
+    environment variable, else its default."""
+    values: dict[str, Any] = {}
+    for o in OPTIONS:
+        value = getattr(args, o.name, None)
+        if value is None and o.spec.trait:
+            value = getattr(configured, o.name)
+        if not value and o.spec.env:
+            value = os.environ.get(o.spec.env) or value
+        if value is None:
+            value = o.default
+        values[o.name] = list(value) if isinstance(value, list) else value  # a copy, not the trait's own list
+    return AgentOptions(**values)
