@@ -9,11 +9,15 @@ history, repaired if it has to be.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kernel_client import KernelSession, kernel_env
 from openai_server import TEST_KEY, Reply, ScriptedServer, chat_events, lookup_tool
 from runtime_helpers import outputs
 
@@ -164,3 +168,92 @@ def test_a_corrupt_transcript_loads_repaired(tmp_path: Path) -> None:
     ]
     result = asyncio.run(run("go on", model=ScriptedModel(["resumed"]), history=history))
     assert result.status == "complete" and result.history[:3] == history
+
+
+# -- #11: resuming from a transcript file, in real kernels ---------------------------------------------------
+
+KERNEL_SETUP = """\
+%load_ext agentkernel
+import time
+from agentkernel import Call, ScriptedModel, Turn, tool
+
+@tool
+def nap(s: float) -> str:
+    "Sleep s seconds."
+    time.sleep(s)
+    return "rested"
+
+@tool
+def odd() -> str:
+    "Return text holding a lone surrogate."
+    return "x\\ud800y"
+
+seen = []
+def _resume(req):
+    seen.append([item.get("content") or item.get("output") or item.get("name") for item in req.history])
+    return "Resumed."
+
+napper = ScriptedModel([Call("nap", {"s": 60}), "never"])
+resume = ScriptedModel(_resume)
+odd_model = ScriptedModel([Turn(text="he\\ud800llo", calls=[Call("odd"), Call("odd")]), "done\\ud800"])
+"""
+
+
+def _transcript_with_a_call(directory: Path, timeout: float = 30.0) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for path in directory.glob("*.jsonl"):
+            if '"function_call"' in path.read_text(encoding="utf-8", errors="replace"):
+                return path
+        time.sleep(0.05)
+    raise AssertionError(f"no transcript with a function_call in {directory}")
+
+
+def test_continue_from_the_transcript_of_a_killed_kernel(tmp_path: Path) -> None:
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    env = kernel_env(tmp_path)
+    first = KernelSession(cwd, env)
+    try:
+        first.ok(KERNEL_SETUP)
+        first.submit("%%agent -m napper --tools nap\nLook it up.")
+        path = _transcript_with_a_call(tmp_path / "transcripts")
+        first.km.signal_kernel(signal.SIGKILL)  # as the OOM killer would, mid-tool: a call without its output
+    finally:
+        with contextlib.suppress(Exception):
+            first.shutdown()
+
+    second = KernelSession(cwd, env)
+    try:
+        second.ok(KERNEL_SETUP)
+        second.ok(f"%%agent --continue {path} -m resume\nGo on.")
+        history = second.value("_agent.history")
+        assert history[:4] == [
+            {"type": "message", "role": "user", "content": "Look it up."},
+            {"type": "function_call", "call_id": history[1]["call_id"], "name": "nap", "arguments": '{"s": 60}'},
+            {"type": "function_call_output", "call_id": history[1]["call_id"], "output": MISSING_OUTPUT,
+             "synthetic": True},
+            {"type": "message", "role": "user", "content": "Go on."},
+        ]
+        assert second.value("_agent.answer") == "Resumed."
+        # --continue with no file goes on from _agent, as before; a one-line prompt after it stays the prompt.
+        second.ok("%agent --continue -m resume And then?")
+        assert second.value("seen")[-1][-3:] == ["Go on.", "Resumed.", "And then?"]
+
+        (cwd / "notes.txt").write_text("not a transcript\n")
+        for line, message in [("--continue missing.jsonl", "--continue: there is no transcript 'missing.jsonl'"),
+                              ("--continue=notes.txt", "--continue: 'notes.txt' holds no history")]:
+            cell = second.run(f"%%agent {line} -m resume\nGo on.")
+            (error,) = cell.errors
+            assert error["ename"] == "AgentConfigError" and message in error["evalue"], cell.describe()
+
+        # #3 in a kernel: lone surrogates in model text and tool outputs are shown and kept, and the run completes.
+        cell = second.ok("%%agent -m odd_model --tools odd\nGo.")
+        assert second.value("_agent.status") == "complete"
+        assert second.value("[o['output'] for o in _agent.history if o['type'] == 'function_call_output']") == [
+            f"x{REPLACED}y", f"x{REPLACED}y"]
+        assert second.value("_agent.answer") == f"done{REPLACED}"
+        (bundle,) = [d for d in cell.displays if "text/html" in d]
+        assert f"he{REPLACED}llo" in bundle["text/plain"] and f"x{REPLACED}y" in bundle["text/html"]
+    finally:
+        second.shutdown()
