@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from .text import short
-from .text_search import SNIFF_BYTES, read_text_file, search_files, split_lines
+from .text_files import SNIFF_BYTES, read_text_file, split_lines
+from .text_search import search_files
 from .tools import Tool, tool
 
 __all__ = [
