@@ -26,6 +26,8 @@ def valid_text(text: str) -> str:
     Such text comes from APIs that send ``"\\ud800"`` escapes, from tools, and from file names that are not
     valid UTF-8; kept as it is, it breaks every later write (a transcript, a display message, a request).
     """
+    if not isinstance(text, str):  # a malformed model event (``"delta": 7``): its adapter reports it, not this
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:  # surrogatepass + utf-16 joins the surrogates that do form pairs
