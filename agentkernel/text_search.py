@@ -47,6 +47,8 @@ def search_files(
     not UTF-8 or not regular are skipped with the reason. Blocks the calling thread (not the GIL) meanwhile;
     setting ``cancelled`` from another thread ends the search (and the child) within 0.1 s.
     """
+    if not sys.executable:
+        raise RuntimeError("search_text runs its search in a Python process, and sys.executable names none here")
     job = {"pattern": pattern, "files": list(files), "max_bytes": max_bytes, "max_matches": max_matches,
            "line_chars": line_chars}
     child = subprocess.Popen(

@@ -195,6 +195,7 @@ def _resume(req):
 napper = ScriptedModel([Call("nap", {"s": 60}), "never"])
 resume = ScriptedModel(_resume)
 odd_model = ScriptedModel([Turn(text="he\\ud800llo", calls=[Call("odd"), Call("odd")]), "done\\ud800"])
+slow_search = ScriptedModel([Call("search_text", {"pattern": "(a+)+$", "path": "slow.txt"}), "never"])
 """
 
 
@@ -254,5 +255,14 @@ def test_continue_from_the_transcript_of_a_killed_kernel(tmp_path: Path) -> None
         assert second.value("_agent.answer") == f"done{REPLACED}"
         (bundle,) = [d for d in cell.displays if "text/html" in d]
         assert f"he{REPLACED}llo" in bundle["text/plain"] and f"x{REPLACED}y" in bundle["text/html"]
+
+        # #2 in a kernel: a catastrophic regex is cut by --max-seconds on time (it froze the kernel for ~10 s).
+        (cwd / "slow.txt").write_text("a" * 25 + "b\n")
+        cell = second.run("%%agent -m slow_search --max-seconds 1\nFind it.")
+        (error,) = cell.errors
+        assert error["ename"] == "HitWallClock", cell.describe()
+        took = cell.idle_at - cell.sent_at
+        print(f"--max-seconds 1 with a catastrophic regex: the cell went idle after {took:.2f} s")
+        assert took < 2.5
     finally:
         second.shutdown()
