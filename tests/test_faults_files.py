@@ -16,9 +16,12 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from runtime_helpers import outputs
 
 from agentkernel import Call, Limits, ScriptedModel, StopSignal, run, validate_history
+from agentkernel import file_tools as file_tools_module
 from agentkernel.file_tools import MAX_OUTPUT_CHARS, PathPolicy, file_tools
 from agentkernel.tools import Tool, invoke
 
@@ -227,3 +230,23 @@ def test_names_that_are_not_utf8_are_shown_escaped_and_read_back(project: Path) 
     assert "caf\\xe9.txt" in listed.splitlines()
     assert found == "caf\\xe9.txt:1: latte"
     assert read == "latte"
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.text(st.sampled_from("ab é€\r"), max_size=6), min_size=1, max_size=12),
+       offset=st.integers(1, 13), limit=st.integers(1, 5), chunk=st.integers(1, 7))
+def test_reading_a_part_in_chunks_gives_the_lines_a_whole_read_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lines: list[str], offset: int, limit: int, chunk: int
+) -> None:
+    # Tiny chunks put every line boundary at every place in a chunk; max_file_bytes=0 forces the part reader.
+    monkeypatch.setattr(file_tools_module, "READ_CHUNK_BYTES", chunk)
+    (tmp_path / "f.txt").write_bytes("\n".join(lines).encode() + b"\n")
+    expected = [line.removesuffix("\r") for line in lines][offset - 1 : offset - 1 + limit]
+    policy = PathPolicy(tmp_path, max_file_bytes=0)
+    if not expected:
+        with pytest.raises(ValueError, match="past the end"):
+            policy.read_file("f.txt", offset=offset, limit=limit)
+        return
+    *shown, note = policy.read_file("f.txt", offset=offset, limit=limit).split("\n")
+    assert shown == expected
+    assert note.startswith(f"[lines {offset}-{offset + len(expected) - 1} of a ")
