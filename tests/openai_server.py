@@ -150,8 +150,12 @@ def responses_events(
     calls: Sequence[tuple[str, str, str]] = (),
     usage: tuple[int, int] = (10, 5),
     complete: bool = True,
+    incomplete: str | None = None,
 ) -> list[str]:
-    """A Responses API stream: text deltas, then one function_call item per (call_id, name, arguments)."""
+    """A Responses API stream: text deltas, then one function_call item per (call_id, name, arguments).
+
+    ``incomplete`` ends it with ``response.incomplete`` for that reason instead of ``response.completed``.
+    """
     seq = iter(range(10_000))
     response: dict[str, Any] = {"id": "resp_1", "object": "response", "created_at": 0, "model": "test-model",
                                 "status": "in_progress", "output": [], "usage": None}
@@ -185,12 +189,25 @@ def responses_events(
                             "output_index": index, "item": done}, "response.output_item.done"))
         output.append(done)
     if complete:
-        final = dict(response, status="completed", output=output, usage={
+        final = dict(response, status="incomplete" if incomplete else "completed", output=output, usage={
             "input_tokens": usage[0], "output_tokens": usage[1], "total_tokens": sum(usage),
             "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}})
-        events.append(_sse({"type": "response.completed", "sequence_number": next(seq), "response": final},
-                           "response.completed"))
+        kind = "response.completed"
+        if incomplete:
+            final["incomplete_details"] = {"reason": incomplete}
+            kind = "response.incomplete"
+        events.append(_sse({"type": kind, "sequence_number": next(seq), "response": final}, kind))
     return events
+
+
+def responses_call_started(call_id: str, name: str, arguments: str, index: int = 0) -> list[str]:
+    """The start of a function_call item that is never finished: added, then one arguments delta."""
+    item = {"type": "function_call", "id": f"fc_{call_id}", "call_id": call_id, "name": name, "arguments": "",
+            "status": "in_progress"}
+    return [_sse({"type": "response.output_item.added", "sequence_number": 50, "output_index": index, "item": item},
+                 "response.output_item.added"),
+            _sse({"type": "response.function_call_arguments.delta", "sequence_number": 51, "item_id": item["id"],
+                  "output_index": index, "delta": arguments}, "response.function_call_arguments.delta")]
 
 
 def chat_chunk(delta: dict[str, Any] | None = None, finish: str | None = None,
@@ -209,8 +226,12 @@ def chat_events(
     text: Sequence[str] = (),
     calls: Sequence[tuple[str, str, Sequence[str]]] = (),
     usage: tuple[int, int] = (10, 5),
+    finish: str | None = None,
 ) -> list[str]:
-    """A Chat Completions stream; each call is (id, name, argument pieces), its pieces in separate chunks."""
+    """A Chat Completions stream; each call is (id, name, argument pieces), its pieces in separate chunks.
+
+    ``finish`` is the finish_reason (default: ``tool_calls`` when there are calls, else ``stop``).
+    """
     events = [chat_chunk({"role": "assistant", "content": ""})]
     events += [chat_chunk({"content": piece}) for piece in text]
     for index, (call_id, name, pieces) in enumerate(calls):
@@ -218,7 +239,7 @@ def chat_events(
                                                   "function": {"name": name, "arguments": ""}}]}))
         events += [chat_chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
                    for piece in pieces]
-    events.append(chat_chunk({}, finish="tool_calls" if calls else "stop"))
+    events.append(chat_chunk({}, finish=finish or ("tool_calls" if calls else "stop")))
     events.append(chat_chunk(None, usage=usage))
     events.append("data: [DONE]\n\n")
     return events
@@ -239,6 +260,13 @@ def user_request(text: str = "hi", tools: Sequence[dict[str, Any]] = ()) -> Any:
 async def collect(model: Any, request: Any) -> list[Any]:
     """Every event a model streams for one request."""
     return [event async for event in model.stream(request)]
+
+
+def without_progress(events: list[Any]) -> list[Any]:
+    """The events less the FunctionCallProgress ones (which say a call is on its way)."""
+    from agentkernel.models import FunctionCallProgress
+
+    return [event for event in events if not isinstance(event, FunctionCallProgress)]
 
 
 def lookup_tool() -> Any:

@@ -107,7 +107,8 @@ def test_a_cassette_never_holds_the_key_or_an_authorization_header(tmp_path, mon
     cassette = tmp_path / "leak.jsonl"
     replies = [Reply(responses_events([], [("c1", "leak", "{}")])), Reply(responses_events(["ok"]))]
     with ScriptedServer(*replies) as server:
-        live = OpenAIResponsesModel("test-model", base_url=server.url)  # the key comes from the environment
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)  # the environment names the server: it gets the key
+        live = OpenAIResponsesModel("test-model")
         result = asyncio.run(run("go", model=RecordingModel(live, cassette), tools=[leak]))
     assert result.status == "complete"
     assert server.requests[0].headers["authorization"] == f"Bearer {TEST_KEY}"
@@ -213,3 +214,69 @@ def test_a_lenient_replay_skips_the_request_checks(tmp_path):
     asyncio.run(run("hello", model=RecordingModel(ScriptedModel(["Hi there"]), cassette)))
     result = asyncio.run(run("something else", model=ReplayModel(cassette, strict=False)))
     assert result.status == "complete" and result.answer == "Hi there"
+
+
+def test_recording_again_starts_the_cassette_afresh(tmp_path):
+    cassette = tmp_path / "again.jsonl"
+    asyncio.run(run("first", model=RecordingModel(ScriptedModel(["one"]), cassette)))
+    asyncio.run(run("second", model=RecordingModel(ScriptedModel(["two"]), cassette)))
+    lines = [json.loads(line) for line in cassette.read_text().splitlines()]
+    assert [line["events"][0]["text"] for line in lines] == ["two"]  # the old run is not first in line
+    replayed = asyncio.run(run("second", model=ReplayModel(cassette)))
+    assert (replayed.status, replayed.answer) == ("complete", "two")
+
+
+def test_one_recorder_appends_its_own_exchanges_and_append_keeps_the_file(tmp_path):
+    cassette = tmp_path / "kept.jsonl"
+    recorder = RecordingModel(ScriptedModel([Call("lookup", {"word": "a"}), "done", "again"]), cassette)
+    asyncio.run(run("go", model=recorder, tools=[lookup_tool()]))
+    assert len(cassette.read_text().splitlines()) == 2
+    asyncio.run(run("more", model=recorder))  # the same recorder, a second run: appended
+    assert len(cassette.read_text().splitlines()) == 3
+    asyncio.run(run("x", model=RecordingModel(ScriptedModel(["x"]), cassette, append=True)))
+    assert len(cassette.read_text().splitlines()) == 4
+
+
+def test_replay_fails_clearly_on_another_system_prompt(tmp_path):
+    cassette = tmp_path / "system.jsonl"
+    asyncio.run(run("hello", model=RecordingModel(ScriptedModel(["Hi"]), cassette), system="Be brief."))
+    assert "Be brief" not in cassette.read_text()  # a hash, not the prompt
+    same = asyncio.run(run("hello", model=ReplayModel(cassette), system="Be brief."))
+    assert same.status == "complete"
+    other = asyncio.run(run("hello", model=ReplayModel(cassette), system="Be verbose."))
+    assert other.status == "fatal_error"
+    assert "request 1 does not match the cassette system.jsonl: the system prompt differs" in other.detail
+
+
+def test_replay_fails_clearly_on_a_changed_tool_schema(tmp_path):
+    cassette, _ = record(tmp_path)
+
+    @tool
+    def lookup(word: str, language: str = "en") -> str:
+        """Look a word up in the dictionary."""
+        return f"{word} means something"
+
+    result = asyncio.run(run("define cat and dog", model=ReplayModel(cassette), tools=[lookup]))
+    assert result.status == "fatal_error"
+    assert "the schema (description or parameters) of lookup differs from the recording" in result.detail
+
+
+def test_a_cassette_from_before_the_system_and_schema_checks_still_replays(tmp_path):
+    cassette, recorded = record(tmp_path)
+    lines = [json.loads(line) for line in cassette.read_text().splitlines()]
+    for line in lines:
+        del line["request"]["system"], line["request"]["schemas"]
+    cassette.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    replayed = asyncio.run(run("define cat and dog", model=ReplayModel(cassette), tools=[lookup_tool()],
+                               system="another prompt than the recording's"))
+    assert (replayed.status, replayed.history) == ("complete", recorded.history)
+
+
+def test_a_truncated_response_is_recorded_and_replayed(tmp_path):
+    cassette = tmp_path / "cut.jsonl"
+    with ScriptedServer(Reply(chat_events(["The answer is"], finish="length"))) as server:
+        live = OpenAIChatModel("test-model", base_url=server.url)
+        recorded = asyncio.run(run("go", model=RecordingModel(live, cassette)))
+    assert json.loads(cassette.read_text())["events"][-1] == {"type": "truncated", "reason": "length"}
+    replayed = asyncio.run(run("go", model=ReplayModel(cassette)))
+    assert recorded.status == replayed.status == "truncated" and replayed.detail == recorded.detail

@@ -16,10 +16,18 @@ from openai_server import (
     collect,
     lookup_tool,
     user_request,
+    without_progress,
 )
 
 from agentkernel import StopSignal, run, validate_history
-from agentkernel.models import FunctionCallEvent, ModelError, OpenAIChatModel, TextDelta, UsageEvent
+from agentkernel.models import (
+    FunctionCallEvent,
+    FunctionCallProgress,
+    ModelError,
+    OpenAIChatModel,
+    TextDelta,
+    UsageEvent,
+)
 from agentkernel.models.openai_chat import chat_messages, chat_tools
 
 
@@ -45,12 +53,18 @@ def test_parallel_tool_calls_are_gathered_by_index_across_chunks():
     tool = lookup_tool()
     with ScriptedServer(Reply(chat_events(["Let me look."], calls, usage=(5, 6)))) as server:
         events = asyncio.run(collect(model(server), user_request("define a and b", [tool.schema()])))
-    assert events == [
+    assert without_progress(events) == [
         TextDelta("Let me look."),
         FunctionCallEvent("call_a", "lookup", '{"word": "a"}'),
         FunctionCallEvent("call_b", "lookup", '{"word": "b"}'),
         UsageEvent(5, 6),
     ]
+    # While the calls stream, each chunk that grows one says so: the name at once, then the arguments' size.
+    assert [e for e in events if isinstance(e, FunctionCallProgress)] == [
+        FunctionCallProgress("call_a", "lookup", n) for n in (0, 4, 9, 13)
+    ] + [FunctionCallProgress("call_b", "lookup", n) for n in (0, 7, 13)]
+    first_call = events.index(FunctionCallEvent("call_a", "lookup", '{"word": "a"}'))
+    assert all(isinstance(e, FunctionCallProgress) for e in events[1:first_call])
     assert server.requests[0].body["tools"] == [{"type": "function", "function": {
         "name": "lookup", "description": tool.description, "parameters": tool.parameters}}]
 
@@ -67,7 +81,9 @@ def test_interleaved_tool_call_chunks_are_matched_by_index():
     ]
     with ScriptedServer(Reply(events)) as server:
         got = asyncio.run(collect(model(server), user_request()))
-    assert got == [FunctionCallEvent("c0", "f", "{}"), FunctionCallEvent("c1", "g", '{"x": 1}')]
+    assert without_progress(got) == [FunctionCallEvent("c0", "f", "{}"), FunctionCallEvent("c1", "g", '{"x": 1}')]
+    assert got[:4] == [FunctionCallProgress("c0", "f", 0), FunctionCallProgress("c1", "g", 4),
+                       FunctionCallProgress("c1", "g", 8), FunctionCallProgress("c0", "f", 2)]
 
 
 def test_history_becomes_chat_messages():

@@ -16,10 +16,18 @@ from openai_server import (
     lookup_tool,
     responses_events,
     user_request,
+    without_progress,
 )
 
 from agentkernel import Limits, StopSignal, run, validate_history
-from agentkernel.models import FunctionCallEvent, ModelError, OpenAIResponsesModel, TextDelta, UsageEvent
+from agentkernel.models import (
+    FunctionCallEvent,
+    FunctionCallProgress,
+    ModelError,
+    OpenAIResponsesModel,
+    TextDelta,
+    UsageEvent,
+)
 from agentkernel.models.base import ModelRequest
 from agentkernel.models.openai_responses import responses_input
 
@@ -45,12 +53,16 @@ def test_parallel_function_calls_are_emitted_when_their_items_are_done():
     tools = [lookup_tool().schema()]
     with ScriptedServer(Reply(responses_events(["Looking"], calls, usage=(7, 9)))) as server:
         events = asyncio.run(collect(model(server), user_request("define a and b", tools)))
-    assert events == [
+    assert without_progress(events) == [
         TextDelta("Looking"),
         FunctionCallEvent("call_a", "lookup", '{"word": "a"}'),
         FunctionCallEvent("call_b", "lookup", '{"word": "b"}'),
         UsageEvent(7, 9),
     ]
+    # Each call is announced when its item is added (the name is known), then as its arguments grow.
+    assert events[1:4] == [FunctionCallProgress("call_a", "lookup", 0), FunctionCallProgress("call_a", "lookup", 13),
+                           FunctionCallEvent("call_a", "lookup", '{"word": "a"}')]
+    assert events[4:6] == [FunctionCallProgress("call_b", "lookup", 0), FunctionCallProgress("call_b", "lookup", 13)]
     assert server.requests[0].body["tools"] == tools
 
 

@@ -163,6 +163,7 @@ def _scenarios() -> dict[str, dict]:
         "complete": {"model": ScriptedModel(["hi"])},
         "aborted": {"model": ScriptedModel(["hi"]), "stop": stopped},
         "fatal_error": {"model": ScriptedModel([Turn(error="boom")])},
+        "truncated": {"model": ScriptedModel([Turn(text="The answer is", truncated="length")])},
         "repeated_tool_call": {"model": ScriptedModel(same), "guards": GuardConfig(max_stale_turns=0)},
         "no_progress": {"model": ScriptedModel([Turn()] * 5)},
         "tool_failure": {"model": ScriptedModel([Call("broken", {"path": f"{i}"}) for i in range(5)])},
@@ -186,3 +187,14 @@ def test_every_status_is_reachable_and_only_complete_needs_no_human():
         if status != "complete":
             assert summary.startswith(f"Stopped with {status.upper()} after ") and result.detail
         validate_history(result.history)
+
+
+def test_a_truncated_turn_keeps_its_text_and_runs_none_of_its_calls():
+    script = [Turn(text="Reading a.", calls=[Call("read_file", {"path": "a"})], truncated="content_filter")]
+    result = run_sync("go", model=ScriptedModel(script), tools=[read_file])
+    assert result.status == "truncated" and result.answer == "Reading a." and result.tool_calls == 0
+    assert result.detail == ("the server cut the model's response short (content_filter); the text that arrived is "
+                             "kept; 1 tool call not run")
+    assert outputs(result.history)[0]["output"].startswith("not run: the server cut the model's response short")
+    assert result.partial_findings == []
+    validate_history(result.history)

@@ -58,6 +58,10 @@ class FatalError(AgentStop):
     """The model API failed (after retries), refused the key, or broke its stream."""
 
 
+class Truncated(AgentStop):
+    """The server cut the model's response short (output length or content filter); no call from it was run."""
+
+
 class HitIterationCap(AgentStop):
     """The run used all its model requests (``--max-iterations``)."""
 
@@ -79,6 +83,7 @@ STOP_ERRORS: dict[Status, type[AgentStop]] = {
     "no_progress": NoProgress,
     "tool_failure": ToolFailure,
     "fatal_error": FatalError,
+    "truncated": Truncated,
     "hit_iteration_cap": HitIterationCap,
     "hit_token_cap": HitTokenCap,
     "hit_wall_clock": HitWallClock,

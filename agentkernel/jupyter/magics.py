@@ -188,6 +188,9 @@ class AgentMagics(Magics):
         return CellRun(loop=loop, panel=panel, record=record, prompt=prompt, out=options.out)
 
     def resolve_model(self, options: AgentOptions) -> Model:
+        if options.replay and options.record:
+            raise UsageError("--record and --replay cannot be used together: record a run from a live model, "
+                             "then replay that cassette")
         if options.replay:
             from ..models.cassette import ReplayModel
 
@@ -209,7 +212,11 @@ class AgentMagics(Magics):
                                        "(it needs a stream(request) method, like agentkernel.ScriptedModel)")
             return found
         base_url = options.base_url or None
-        if not os.environ.get("OPENAI_API_KEY") and not base_url:
+        if options.api_key_env and not os.environ.get(options.api_key_env):
+            raise AgentConfigError(f"--api-key-env names {options.api_key_env}, which is not set in this kernel's "
+                                   "environment: set it there (the key stays out of the notebook) or leave the "
+                                   "option out for a server that needs no key.")
+        if not (os.environ.get("OPENAI_API_KEY") or options.api_key_env) and not base_url:
             raise AgentConfigError(NO_MODEL if not name else
                                    f"Model {name!r} is not an object in this notebook and OPENAI_API_KEY is not set: "
                                    "set the key, give --base-url for a local server, or use a scripted model.")
@@ -218,7 +225,8 @@ class AgentMagics(Magics):
             from ..models.openai_chat import OpenAIChatModel as cls
         else:
             from ..models.openai_responses import OpenAIResponsesModel as cls
-        return cls(name or DEFAULT_OPENAI_MODEL, base_url=base_url)
+        return cls(name or DEFAULT_OPENAI_MODEL, base_url=base_url, api_key_env=options.api_key_env or None,
+                   max_output_tokens=options.max_output_tokens or None, temperature=options.temperature)
 
     def resolve_tools(self, options: AgentOptions) -> list[Tool]:
         available = {t.name: t for t in file_tools(options.root or None)}

@@ -92,6 +92,11 @@ class AgentOptions:
                            help="an OpenAI-compatible server (vLLM, Ollama, llama.cpp, ...)", shown="$OPENAI_BASE_URL")
     system: str = option("", "--system", group="model", metavar="TEXT", help="the system prompt",
                          shown="agentkernel's bounded-loop prompt")
+    api_key_env: str = option("", "--api-key-env", group="model", metavar="NAME",
+                              help="the environment variable holding the key for --base-url (OPENAI_API_KEY goes "
+                                   "only to the OpenAI API or to $OPENAI_BASE_URL)", shown="none")
+    temperature: float | None = option(None, "--temperature", group="model", metavar="T",
+                                       help="sampling temperature sent with each request", shown="the model's own")
     # -- budgets (0: off)
     max_iterations: int = option(0, "--max-iterations", group="budgets", metavar="N", help="cap on model requests")
     max_tokens: int = option(0, "--max-tokens", group="budgets", metavar="N",
@@ -100,6 +105,9 @@ class AgentOptions:
                                 help="wall clock; cuts an in-flight request or tool")
     max_tool_calls: int = option(0, "--max-tool-calls", group="budgets", metavar="N",
                                  help="cap on tool calls; calls past it are not run")
+    max_output_tokens: int = option(0, "--max-output-tokens", group="budgets", metavar="N",
+                                    help="cap on each model response, sent with the request; a response cut by it "
+                                         "ends the run as truncated", shown="0 = the server's own limit")
     # -- guards (0: off)
     repeat_limit: int = option(3, "--repeat-limit", group="guards", metavar="N",
                                help="stop when one (tool, arguments, output) signature has occurred N times")

@@ -8,6 +8,7 @@ from .base import (
     ModelEvent,
     ModelRequest,
     TextDelta,
+    Truncation,
     UsageEvent,
 )
 from .cassette import RecordingModel, ReplayModel
@@ -17,6 +18,6 @@ from .scripted import Call, ScriptedModel, Turn
 
 __all__ = [
     "Call", "FunctionCallEvent", "FunctionCallProgress", "Model", "ModelError", "ModelEvent", "ModelRequest",
-    "OpenAIChatModel", "OpenAIResponsesModel", "RecordingModel", "ReplayModel", "ScriptedModel", "TextDelta", "Turn",
-    "UsageEvent",
+    "OpenAIChatModel", "OpenAIResponsesModel", "RecordingModel", "ReplayModel", "ScriptedModel", "TextDelta",
+    "Truncation", "Turn", "UsageEvent",
 ]

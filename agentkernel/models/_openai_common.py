@@ -1,34 +1,51 @@
-"""What both OpenAI adapters share: making the client, and turning SDK errors into key-free ModelErrors."""
+"""What both OpenAI adapters share: making the client (and which key it may send), request options, the history
+converted once per item, and turning SDK and stream faults into key-free ModelErrors."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import openai
 
+from ..history import Item
 from ..redact import known_secrets, redact_text, without_credentials
+from ..text import short
 from .base import ModelError
 
 DEFAULT_TIMEOUT = openai.Timeout(600.0, connect=10.0)
 """Long enough for a slow model's whole answer, short enough to notice an unreachable server."""
 
-LOCAL_PLACEHOLDER_KEY = "not-needed"
-"""Sent to a custom base URL when no key is configured: local servers (vLLM, Ollama, llama.cpp) ignore it."""
+OPENAI_API_URL = "https://api.openai.com/v1"
 
+LOCAL_PLACEHOLDER_KEY = "not-needed"
+"""Sent to a base URL that gets no key: the SDK must send some key, and local servers (vLLM, Ollama, llama.cpp)
+ignore it."""
+
+RETRIED_STATUSES = (408, 409, 429)
+"""With 5xx, the statuses the openai SDK retries (unless the server says ``x-should-retry: false``)."""
 
 S = TypeVar("S", bound="openai.AsyncStream[Any]")
 
 
 class OpenAIModelBase:
-    """Shared by both adapters: the ``openai.AsyncOpenAI`` client made on first use, and error mapping.
+    """Shared by both adapters: the ``openai.AsyncOpenAI`` client made on first use, options, and error mapping.
 
     The client is made lazily so that building a model with no key configured never fails; the missing key
     becomes a clear ``ModelError`` when the model is first asked for a response. A ``client`` passed in is
     used as it is (its own key, base URL, retries and timeout).
+
+    Which key is sent: ``api_key`` if given; else the environment variable named by ``api_key_env``; else
+    ``OPENAI_API_KEY``, but only to the OpenAI API or to the ``OPENAI_BASE_URL`` the environment itself names,
+    so a ``base_url`` written into a shared notebook never receives your key. Other servers get a placeholder.
+
+    ``max_output_tokens`` caps each response (Responses ``max_output_tokens``; Chat ``max_completion_tokens``
+    for the OpenAI API, ``max_tokens`` for other servers); ``temperature`` is sent when set.
     """
 
     def __init__(
@@ -38,22 +55,30 @@ class OpenAIModelBase:
         client: openai.AsyncOpenAI | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
+        api_key_env: str | None = None,
+        max_output_tokens: int | None = None,
+        temperature: float | None = None,
         max_retries: int = 2,
         timeout: float | openai.Timeout | None = DEFAULT_TIMEOUT,
     ):
+        if max_output_tokens is not None and max_output_tokens < 1:
+            raise ValueError(f"max_output_tokens must be a positive number of tokens, not {max_output_tokens}")
         self.model = model
         self.name = model
+        self.max_output_tokens = max_output_tokens
+        self.temperature = temperature
         self._client = client
         self._own_client = client is None
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self._base_url = base_url
         self._api_key = api_key
+        self._api_key_env = api_key_env
         self._max_retries = max_retries
         self._timeout = timeout
 
     @property
     def client(self) -> openai.AsyncOpenAI:
-        """The SDK client (made on first access from the arguments, ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``).
+        """The SDK client (made on first access from the arguments and the environment).
 
         A client this model made is made again on another event loop (its pooled connections belong to the
         loop they were opened on), so one model object can serve several ``asyncio.run`` calls.
@@ -63,34 +88,59 @@ class OpenAIModelBase:
             self._client = None  # its connections belong to an earlier event loop
         if self._client is None:
             base_url = self._base_url or os.environ.get("OPENAI_BASE_URL") or None
-            api_key = self._api_key or os.environ.get("OPENAI_API_KEY") or None
-            if api_key is None and base_url is not None:
-                api_key = LOCAL_PLACEHOLDER_KEY
-            if api_key is None:
-                raise ModelError(
-                    "no API key: set OPENAI_API_KEY (or pass api_key=...), or give a base URL for a local "
-                    "OpenAI-compatible server that needs no key"
-                )
             try:
                 self._client = openai.AsyncOpenAI(
-                    api_key=api_key, base_url=base_url, max_retries=self._max_retries, timeout=self._timeout
+                    api_key=self._key(), base_url=base_url, max_retries=self._max_retries, timeout=self._timeout
                 )
             except openai.OpenAIError as error:
                 raise ModelError(self._redact(f"could not set up the OpenAI client: {error}")) from None
             self._client_loop = loop
         return self._client
 
+    def _key(self) -> str:
+        """The key to send (see the class docs); raises ModelError when the OpenAI API would get none."""
+        if self._api_key:
+            return self._api_key
+        if self._api_key_env:
+            key = os.environ.get(self._api_key_env)
+            if not key:
+                raise ModelError(f"the environment variable {self._api_key_env} (named by api_key_env) is not set")
+            return key
+        key = os.environ.get("OPENAI_API_KEY")
+        if key and key_may_go_to(self._base_url):
+            return key
+        if _same_url(self._base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_API_URL, OPENAI_API_URL):
+            raise ModelError(
+                "no API key: set OPENAI_API_KEY (or pass api_key=...), or give a base URL for a local "
+                "OpenAI-compatible server that needs no key"
+            )
+        return LOCAL_PLACEHOLDER_KEY
+
     @property
     def base_url(self) -> str:
         """The API's base URL, without any credentials it might embed (safe to show)."""
-        url = self._base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        url = self._base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_API_URL
         if self._client is not None:
             url = str(self._client.base_url)
-        return without_credentials(url)
+        return without_credentials(url).rstrip("/")
+
+    @property
+    def is_openai_api(self) -> bool:
+        """Whether requests go to the OpenAI API itself (not an OpenAI-compatible server)."""
+        return _same_url(self.base_url, OPENAI_API_URL)
+
+    def sampling_options(self, max_tokens_field: str) -> dict[str, Any]:
+        """``temperature`` and the output cap (sent as ``max_tokens_field``), only those that are set."""
+        options: dict[str, Any] = {}
+        if self.max_output_tokens is not None:
+            options[max_tokens_field] = self.max_output_tokens
+        if self.temperature is not None:
+            options["temperature"] = self.temperature
+        return options
 
     @contextlib.asynccontextmanager
     async def _api_stream(self, opening: Awaitable[S]) -> AsyncIterator[S]:
-        """Open an SDK stream, map SDK errors to :class:`ModelError`, and always close the HTTP response.
+        """Open an SDK stream, map SDK and stream faults to :class:`ModelError`, and always close the response.
 
         Closing in ``finally`` matters: when the loop aborts (``aclose()`` on the adapter's generator, or task
         cancellation), the connection is dropped at once, so the server sees the disconnect and stops generating.
@@ -103,13 +153,20 @@ class OpenAIModelBase:
             yield stream
         except openai.OpenAIError as error:
             raise self._model_error(error) from None
+        except json.JSONDecodeError as error:  # the SDK parses each SSE data line as JSON
+            raise ModelError(self._redact(f"the model API at {self.base_url} sent stream data that is not JSON: "
+                                          f"{short(error.doc, 80)!r}")) from None
+        except (AttributeError, KeyError, TypeError, ValueError) as error:  # JSON, but not the shape of an event
+            raise ModelError(self._redact(f"the model API at {self.base_url} sent a stream event this adapter "
+                                          f"cannot read ({type(error).__name__}: {short(str(error), 120)})")) from None
         finally:
             await stream.close()
 
     def secrets(self) -> list[str]:
         """The keys this model may send (to keep them out of messages and recordings)."""
         client_key = self._client.api_key if self._client is not None else None
-        return [k for k in known_secrets(self._api_key, client_key) if k != LOCAL_PLACEHOLDER_KEY]
+        named = os.environ.get(self._api_key_env) if self._api_key_env else None
+        return [k for k in known_secrets(self._api_key, named, client_key) if k != LOCAL_PLACEHOLDER_KEY]
 
     def _redact(self, text: str) -> str:
         return redact_text(text, self.secrets())
@@ -122,16 +179,23 @@ class OpenAIModelBase:
         retries = self._client.max_retries if self._client is not None else self._max_retries
         after = f" after {retries} retries" if retries else ""
         if isinstance(error, openai.AuthenticationError):
+            if self._client is not None and self._client.api_key == LOCAL_PLACEHOLDER_KEY:
+                return (f"the model API at {self.base_url} wants a key (401 Unauthorized), and it got none: "
+                        "OPENAI_API_KEY goes only to the OpenAI API or to $OPENAI_BASE_URL; name the environment "
+                        "variable that holds this server's key with --api-key-env (or api_key_env=...)")
             return (f"the model API at {self.base_url} refused the key (401 Unauthorized): "
-                    "check OPENAI_API_KEY (or the api_key given)")
+                    "check OPENAI_API_KEY (or the api_key / --api-key-env given)")
         if isinstance(error, openai.PermissionDeniedError):
             return f"the model API refused access (403 Forbidden): {_server_message(error)}"
         if isinstance(error, openai.NotFoundError):
             return (f"the model API at {self.base_url} answered 404 Not Found (wrong model name or base URL?): "
                     f"{_server_message(error)}")
-        if isinstance(error, openai.RateLimitError):
-            return f"the model API is rate limited or out of quota (429){after}: {_server_message(error)}"
         if isinstance(error, openai.APIStatusError):
+            after = after if _was_retried(error.response) else ""
+            if isinstance(error, openai.RateLimitError):
+                return f"the model API is rate limited or out of quota (429){after}: {_server_message(error)}"
+            if isinstance(error, openai.BadRequestError | openai.UnprocessableEntityError):
+                return (f"the model API rejected the request (HTTP {error.status_code}): {_server_message(error)}")
             return f"the model API failed with HTTP {error.status_code}{after}: {_server_message(error)}"
         if isinstance(error, openai.APITimeoutError):
             return f"the model API at {self.base_url} timed out{after}"
@@ -142,6 +206,59 @@ class OpenAIModelBase:
         if isinstance(error, openai.APIError):
             return f"the model API reported an error: {error.message}"
         return f"the OpenAI client failed: {error}"
+
+
+class InputCache:
+    """The history converted to an API's input shape, each item once.
+
+    Within a run the history only grows by appends (and an item is never edited once appended), so each request
+    converts just the items added since the last one; the adapter's own work per request does not grow with the
+    history. ``fold(converted, item)``
+    appends an item's converted form (or merges it into the last one, as Chat does with tool calls). Another
+    history list, or one whose converted part changed, is converted afresh.
+    """
+
+    def __init__(self, fold: Callable[[list[dict[str, Any]], Item], None]):
+        self.fold = fold
+        self.history: list[Item] | None = None
+        self.converted: list[dict[str, Any]] = []
+        self.count = 0
+        self.last: Item | None = None
+
+    def convert(self, history: list[Item]) -> list[dict[str, Any]]:
+        """The converted history (a new list each time; its dicts are shared with earlier requests)."""
+        count = self.count
+        if history is not self.history or len(history) < count or (count and history[count - 1] is not self.last):
+            self.history, self.converted, count = history, [], 0
+        for item in history[count:]:
+            self.fold(self.converted, item)
+        self.count = len(history)
+        self.last = history[-1] if history else None
+        return list(self.converted)
+
+
+def key_may_go_to(base_url: str | None) -> bool:
+    """Whether ``OPENAI_API_KEY`` may be sent to ``base_url``: the OpenAI API, or the environment's own
+    ``OPENAI_BASE_URL`` (``None`` means that one, or the OpenAI API when it is unset)."""
+    if base_url is None:
+        return True
+    return _same_url(base_url, OPENAI_API_URL) or _same_url(base_url, os.environ.get("OPENAI_BASE_URL") or "")
+
+
+def _same_url(a: str, b: str) -> bool:
+    if not a or not b:
+        return False
+    x, y = urlsplit(a.strip()), urlsplit(b.strip())
+    return (x.scheme.lower(), x.netloc.lower(), x.path.rstrip("/")) == (y.scheme.lower(), y.netloc.lower(),
+                                                                        y.path.rstrip("/"))
+
+
+def _was_retried(response: Any) -> bool:
+    """Whether the SDK retries an answer like this one (its own rule: the header first, then the status)."""
+    should = response.headers.get("x-should-retry")
+    if should in ("true", "false"):
+        return should == "true"
+    return response.status_code in RETRIED_STATUSES or response.status_code >= 500
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -59,7 +59,19 @@ class UsageEvent:
         return self.input_tokens + self.output_tokens
 
 
-ModelEvent = TextDelta | FunctionCallProgress | FunctionCallEvent | UsageEvent
+@dataclass
+class Truncation:
+    """The server cut the response short; ``reason`` is its own word (``length``, ``content_filter``,
+    ``max_output_tokens``, ...).
+
+    Sent after the text and calls that did arrive. The loop keeps the text, runs none of the response's tool calls
+    (even one whose arguments parse) and ends the run as ``truncated``.
+    """
+
+    reason: str
+
+
+ModelEvent = TextDelta | FunctionCallProgress | FunctionCallEvent | UsageEvent | Truncation
 
 
 class ModelError(Exception):

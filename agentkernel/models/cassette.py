@@ -3,14 +3,18 @@
 A cassette holds one line per model request::
 
     {"model": "gpt-4.1-mini",
-     "request": {"items": 3, "tools": ["read_file"], "fingerprint": "…", "last": [<the items the model had
-                 not seen yet: the user message or the tool outputs, without call ids>]},
+     "request": {"items": 3, "tools": ["read_file"], "fingerprint": "…", "system": "<hash>",
+                 "schemas": {"read_file": "<hash>"},
+                 "last": [<the items the model had not seen yet: the user message or the tool outputs,
+                          without call ids>]},
      "events": [{"type": "text", "text": "…"}, {"type": "function_call", "call_id": "…", "name": "…",
-                 "arguments": "…"}, {"type": "usage", "input_tokens": 12, "output_tokens": 3}],
+                 "arguments": "…"}, {"type": "usage", "input_tokens": 12, "output_tokens": 3},
+                {"type": "truncated", "reason": "length"}],
      "error": "…"}                     # only when the request failed (replayed as the same ModelError)
 
-The request part is a summary, not the request: a cassette never holds the system prompt, an API key or any
-header, and a known key that shows up in a tool output is redacted.
+The request part is a summary, not the request: a cassette never holds the system prompt (only a hash of it), an
+API key or any header, and a known key that shows up in a tool output is redacted. Cassettes written before
+``system`` and ``schemas`` were recorded replay as before, without those two checks.
 """
 
 from __future__ import annotations
@@ -26,7 +30,17 @@ from typing import Any
 from ..history import Item
 from ..redact import known_secrets, redact
 from ..text import json_line, short
-from .base import FunctionCallEvent, Model, ModelError, ModelEvent, ModelRequest, TextDelta, UsageEvent
+from .base import (
+    FunctionCallEvent,
+    FunctionCallProgress,
+    Model,
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    Truncation,
+    UsageEvent,
+)
 
 
 def model_secrets(model: object) -> list[str]:
@@ -57,24 +71,41 @@ def summarize_request(request: ModelRequest, secrets: Sequence[str] = ()) -> dic
     model); ``last`` is the part of the history the model is answering.
     """
     history = redact([_without_ids(item) for item in request.history], list(secrets))
-    canonical = json.dumps(history, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     tail = len(unseen_items(request.history))
+    schemas = {_tool_name(t): _digest(t) for t in request.tools}
     return {
         "items": len(request.history),
-        "tools": sorted(str(t.get("name") or t.get("function", {}).get("name")) for t in request.tools),
-        "fingerprint": hashlib.sha256(canonical.encode()).hexdigest()[:16],
+        "tools": sorted(schemas),
+        "fingerprint": _digest(history),
+        "system": _digest(request.system),
+        "schemas": dict(sorted(schemas.items())),
         "last": history[len(history) - tail:],
     }
 
 
+def _tool_name(schema: dict[str, Any]) -> str:
+    return str(schema.get("name") or schema.get("function", {}).get("name"))
+
+
+def _digest(value: Any) -> str:
+    """A short hash of a JSON value (keys sorted), to notice a change without storing the value."""
+    canonical = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
 def event_to_dict(event: ModelEvent) -> dict[str, Any]:
-    """A model event as a JSON-ready dict (``type`` is ``text``, ``function_call`` or ``usage``)."""
+    """A model event as a JSON-ready dict (``type`` is ``text``, ``function_call``, ``usage`` or ``truncated``).
+
+    :class:`FunctionCallProgress` is not recorded: it only tells a front end that a call is on its way.
+    """
     if isinstance(event, TextDelta):
         return {"type": "text", "text": event.text}
     if isinstance(event, FunctionCallEvent):
         return {"type": "function_call", "call_id": event.call_id, "name": event.name, "arguments": event.arguments}
     if isinstance(event, UsageEvent):
         return {"type": "usage", "input_tokens": event.input_tokens, "output_tokens": event.output_tokens}
+    if isinstance(event, Truncation):
+        return {"type": "truncated", "reason": event.reason}
     raise TypeError(f"not a model event: {event!r}")
 
 
@@ -87,6 +118,8 @@ def event_from_dict(data: dict[str, Any]) -> ModelEvent:
         return FunctionCallEvent(call_id=data["call_id"], name=data["name"], arguments=data["arguments"])
     if kind == "usage":
         return UsageEvent(input_tokens=data.get("input_tokens", 0), output_tokens=data.get("output_tokens", 0))
+    if kind == "truncated":
+        return Truncation(str(data.get("reason") or "incomplete"))
     raise ValueError(f"unknown cassette event type {kind!r}")
 
 
@@ -94,14 +127,16 @@ class RecordingModel:
     """Wraps any model and appends each of its exchanges to a JSONL cassette as the exchange ends.
 
     ``RecordingModel(OpenAIResponsesModel("gpt-4.1-mini"), "run.jsonl")`` behaves exactly like the model it
-    wraps. Lines are appended (delete the file to record afresh). A request that fails is recorded with its
-    ``error``; one cut short by an abort is recorded with ``"interrupted": true``.
+    wraps. Its first exchange starts the file afresh (so recording a cell again never leaves the old run first in
+    line for replay) and later ones are appended; ``append=True`` keeps what the file held. A request that fails
+    is recorded with its ``error``; one cut short by an abort is recorded with ``"interrupted": true``.
     """
 
-    def __init__(self, inner: Model, path: str | os.PathLike[str]):
+    def __init__(self, inner: Model, path: str | os.PathLike[str], *, append: bool = False):
         self.inner = inner
         self.path = Path(path)
         self.name = getattr(inner, "name", type(inner).__name__)
+        self._fresh = not append
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         secrets = model_secrets(self.inner)
@@ -109,7 +144,8 @@ class RecordingModel:
         try:
             async with contextlib.aclosing(self.inner.stream(request)) as stream:  # an abort closes it at once
                 async for event in stream:
-                    record["events"].append(event_to_dict(event))
+                    if not isinstance(event, FunctionCallProgress):
+                        record["events"].append(event_to_dict(event))
                     yield event
         except ModelError as error:
             record["error"] = str(error)
@@ -122,8 +158,9 @@ class RecordingModel:
 
     def _write(self, record: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as file:
+        with self.path.open("w" if self._fresh else "a", encoding="utf-8") as file:
             file.write(json_line(record) + "\n")  # model text may hold lone surrogates
+        self._fresh = False
 
 
 class ReplayModel:
@@ -131,7 +168,8 @@ class ReplayModel:
 
     Call ids, text, usage and errors come back exactly as recorded. It raises :class:`ModelError` when the
     loop asks for more requests than the cassette holds, or when a request clearly differs from the recorded
-    one (another prompt, other tool outputs, other tools, a different history); the message says what differs.
+    one (another prompt, other tool outputs, other tools or tool schemas, another system prompt, a different
+    history); the message says what differs.
     ``strict=False`` skips the request checks.
     """
 
@@ -184,6 +222,12 @@ def compare_requests(recorded: dict[str, Any], live: dict[str, Any]) -> list[str
         differences.append(f"the new input differs: recorded {was}, now {now}")
     if recorded.get("tools") != live["tools"]:
         differences.append(f"the tools differ: recorded {recorded.get('tools')}, now {live['tools']}")
+    elif "schemas" in recorded and recorded["schemas"] != live["schemas"]:
+        changed = [name for name in live["schemas"] if recorded["schemas"].get(name) != live["schemas"][name]]
+        differences.append(f"the schema (description or parameters) of {', '.join(changed)} differs from the "
+                           "recording")
+    if "system" in recorded and recorded["system"] != live["system"]:
+        differences.append("the system prompt differs from the recording")
     if recorded.get("items") != live["items"]:
         differences.append(f"the history has {live['items']} items, the recording had {recorded.get('items')}")
     if not differences and recorded.get("fingerprint") != live["fingerprint"]:

@@ -5,11 +5,25 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
+
+from openai import omit
+from openai.types import CompletionUsage
+from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam, ChatCompletionToolUnionParam
+from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
 from ..history import Item
-from ._openai_common import OpenAIModelBase
-from .base import FunctionCallEvent, ModelError, ModelEvent, ModelRequest, TextDelta, UsageEvent
+from ._openai_common import InputCache, OpenAIModelBase
+from .base import (
+    FunctionCallEvent,
+    FunctionCallProgress,
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    Truncation,
+    UsageEvent,
+)
 
 
 def chat_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -34,31 +48,35 @@ def _text(content: Any) -> str:
 
 
 def chat_messages(system: str, history: list[Item]) -> list[dict[str, Any]]:
-    """The history as chat messages.
-
-    The system prompt comes first; a run of ``function_call`` items becomes one assistant message with
-    ``tool_calls`` (its content is the assistant text just before the calls, else ``""``); each
-    ``function_call_output`` becomes a ``tool`` message.
-    """
+    """The history as chat messages, the system prompt first (see :func:`add_chat_message`)."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     for item in history:
-        kind = item.get("type")
-        if kind == "function_call":
-            call = {"id": item["call_id"], "type": "function",
-                    "function": {"name": item["name"], "arguments": item.get("arguments") or "{}"}}
-            last = messages[-1] if messages else None
-            if last is not None and last["role"] == "assistant":
-                if "tool_calls" not in last:
-                    last["content"] = last.get("content") or ""
-                    last["tool_calls"] = []
-                last["tool_calls"].append(call)
-            else:
-                messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
-        elif kind == "function_call_output":
-            messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": _text(item.get("output"))})
-        elif kind == "message" or "role" in item:
-            messages.append({"role": item.get("role", "user"), "content": _text(item.get("content"))})
+        add_chat_message(messages, item)
     return messages
+
+
+def add_chat_message(messages: list[dict[str, Any]], item: Item) -> None:
+    """Append a history item to chat messages.
+
+    A run of ``function_call`` items becomes one assistant message with ``tool_calls`` (its content is the
+    assistant text just before the calls, else ``""``); each ``function_call_output`` becomes a ``tool`` message.
+    """
+    kind = item.get("type")
+    if kind == "function_call":
+        call = {"id": item["call_id"], "type": "function",
+                "function": {"name": item["name"], "arguments": item.get("arguments") or "{}"}}
+        last = messages[-1] if messages else None
+        if last is not None and last["role"] == "assistant":
+            if "tool_calls" not in last:
+                last["content"] = last.get("content") or ""
+                last["tool_calls"] = []
+            last["tool_calls"].append(call)
+        else:
+            messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+    elif kind == "function_call_output":
+        messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": _text(item.get("output"))})
+    elif kind == "message" or "role" in item:
+        messages.append({"role": item.get("role", "user"), "content": _text(item.get("content"))})
 
 
 @dataclass
@@ -68,52 +86,75 @@ class _PartialCall:
     arguments: str
 
 
+TRUNCATING_FINISH_REASONS = ("length", "content_filter")
+
+
 class OpenAIChatModel(OpenAIModelBase):
     """Streams answers from a Chat Completions endpoint: OpenAI itself or an OpenAI-compatible server.
 
-    ``OpenAIChatModel("qwen3", base_url="http://localhost:11434/v1")`` talks to a local server; with a base
-    URL and no key configured, a placeholder key is sent (local servers ignore it). Tool calls are gathered
-    by their ``index`` across chunks and emitted once the stream has finished; usage comes from the final
-    chunk (``stream_options={"include_usage": True}``). Errors become :class:`ModelError` as for
-    :class:`~agentkernel.models.openai_responses.OpenAIResponsesModel`.
+    ``OpenAIChatModel("qwen3", base_url="http://localhost:11434/v1")`` talks to a local server, which gets no
+    key unless ``api_key`` or ``api_key_env`` names one (see
+    :class:`~agentkernel.models._openai_common.OpenAIModelBase`). Tool calls are gathered by their ``index``
+    across chunks (a :class:`FunctionCallProgress` per chunk that grows one) and emitted once the stream has
+    finished; usage comes from the final chunk (``stream_options={"include_usage": True}``); a
+    ``finish_reason`` of ``length`` or ``content_filter`` ends the response with a :class:`Truncation`.
+    ``max_output_tokens`` is sent as ``max_completion_tokens`` to the OpenAI API (which rejects ``max_tokens``
+    for reasoning models) and as ``max_tokens`` to other servers (the field all of them take).
     """
 
+    def __init__(self, model: str, **options: Any):
+        super().__init__(model, **options)
+        self._messages = InputCache(add_chat_message)
+
+    @property
+    def output_cap_field(self) -> str:
+        """The request field that carries ``max_output_tokens``."""
+        return "max_completion_tokens" if self.is_openai_api else "max_tokens"
+
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
-        options: dict[str, Any] = {}
-        if request.tools:
-            options["tools"] = chat_tools(request.tools)
+        messages = self._messages.convert(request.history)
+        if request.system:
+            messages.insert(0, {"role": "system", "content": request.system})
         opening = self.client.chat.completions.create(
-            model=self.model, messages=chat_messages(request.system, request.history), stream=True,
-            stream_options={"include_usage": True}, **options,
+            model=self.model,
+            messages=cast(list[ChatCompletionMessageParam], messages),
+            tools=cast(list[ChatCompletionToolUnionParam], chat_tools(request.tools)) if request.tools else omit,
+            stream=True,
+            stream_options={"include_usage": True},
+            **self.sampling_options(self.output_cap_field),
         )
         calls: dict[int, _PartialCall] = {}
-        usage: Any = None
-        finished = False
+        usage: CompletionUsage | None = None
+        finish: str | None = None
         async with self._api_stream(opening) as chunks:
             async for chunk in chunks:
-                usage = getattr(chunk, "usage", None) or usage
-                for choice in getattr(chunk, "choices", None) or []:
+                if not isinstance(chunk, ChatCompletionChunk):
+                    continue
+                usage = chunk.usage or usage
+                for choice in chunk.choices or []:
                     delta = choice.delta
                     if delta is not None and delta.content:
                         yield TextDelta(delta.content)
-                    for piece in (delta.tool_calls if delta is not None else None) or []:
-                        _add_piece(calls, piece)
-                    if choice.finish_reason:
-                        finished = True
-        if not finished:
+                    grown = {_add_piece(calls, piece) for piece in (delta.tool_calls if delta else None) or []}
+                    for call in (calls[index] for index in sorted(grown)):
+                        if call.name:
+                            yield FunctionCallProgress(call.call_id, call.name, len(call.arguments))
+                    finish = choice.finish_reason or finish
+        if finish is None:
             raise ModelError(f"the stream from the model API at {self.base_url} ended before the model "
                              "finished its answer (the connection was cut?)")
         for index in sorted(calls):
             call = calls[index]
             yield FunctionCallEvent(call_id=call.call_id, name=call.name, arguments=call.arguments)
         if usage is not None:
-            yield UsageEvent(input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-                             output_tokens=getattr(usage, "completion_tokens", 0) or 0)
+            yield UsageEvent(input_tokens=usage.prompt_tokens or 0, output_tokens=usage.completion_tokens or 0)
+        if finish in TRUNCATING_FINISH_REASONS:
+            yield Truncation(finish)
 
 
-def _add_piece(calls: dict[int, _PartialCall], piece: Any) -> None:
-    """Fold one streamed tool-call fragment into the call at its index (id and name come first)."""
-    index = piece.index
+def _add_piece(calls: dict[int, _PartialCall], piece: ChoiceDeltaToolCall) -> int:
+    """Fold one streamed tool-call fragment into the call at its index (id and name come first); return the index."""
+    index: int | None = piece.index
     if index is None:  # some servers omit it: a fragment with an id starts a new call
         index = len(calls) if piece.id or not calls else max(calls)
     function = piece.function
@@ -123,3 +164,4 @@ def _add_piece(calls: dict[int, _PartialCall], piece: Any) -> None:
     if function is not None:
         call.name = call.name or function.name or ""
         call.arguments += function.arguments or ""
+    return index

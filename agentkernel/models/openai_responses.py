@@ -3,11 +3,36 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from typing import Any
+from typing import Any, cast
+
+from openai import omit
+from openai.types.responses import (
+    ResponseCompletedEvent,
+    ResponseErrorEvent,
+    ResponseFailedEvent,
+    ResponseFunctionCallArgumentsDeltaEvent,
+    ResponseFunctionToolCall,
+    ResponseIncompleteEvent,
+    ResponseInputParam,
+    ResponseOutputItemAddedEvent,
+    ResponseOutputItemDoneEvent,
+    ResponseTextDeltaEvent,
+    ResponseUsage,
+    ToolParam,
+)
 
 from ..history import Item
-from ._openai_common import OpenAIModelBase
-from .base import FunctionCallEvent, ModelError, ModelEvent, ModelRequest, TextDelta, UsageEvent
+from ._openai_common import InputCache, OpenAIModelBase
+from .base import (
+    FunctionCallEvent,
+    FunctionCallProgress,
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    Truncation,
+    UsageEvent,
+)
 
 _ITEM_KEYS = {
     "message": ("type", "role", "content"),
@@ -16,57 +41,83 @@ _ITEM_KEYS = {
 }
 
 
+def responses_item(item: Item) -> dict[str, Any]:
+    """A history item as a Responses ``input`` item, without the runtime's own keys (such as ``synthetic``)."""
+    keys = _ITEM_KEYS.get(item.get("type", ""))
+    if keys is None:  # an item type the runtime does not make itself: pass it on as it is
+        return {k: v for k, v in item.items() if k != "synthetic"}
+    return {k: item[k] for k in keys if k in item}
+
+
 def responses_input(history: list[Item]) -> list[dict[str, Any]]:
-    """The history as Responses ``input`` items, without the runtime's own keys (such as ``synthetic``)."""
-    items = []
-    for item in history:
-        keys = _ITEM_KEYS.get(item.get("type", ""))
-        if keys is None:  # an item type the runtime does not make itself: pass it on as it is
-            items.append({k: v for k, v in item.items() if k != "synthetic"})
-        else:
-            items.append({k: item[k] for k in keys if k in item})
-    return items
+    """The history as Responses ``input`` items."""
+    return [responses_item(item) for item in history]
 
 
 class OpenAIResponsesModel(OpenAIModelBase):
     """Streams answers from the OpenAI Responses API (``client.responses.create(stream=True)``).
 
-    ``OpenAIResponsesModel("gpt-4.1-mini")`` reads ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` through the SDK;
-    ``base_url``/``api_key`` override them and ``client`` supplies a ready ``openai.AsyncOpenAI``. The SDK
-    retries ``max_retries`` times on connection errors, 408/409/429 and 5xx before the error becomes a
-    :class:`ModelError`, as do a refused key, a failed response and a stream that ends before
-    ``response.completed``.
+    ``OpenAIResponsesModel("gpt-4.1-mini")`` reads ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``; ``base_url``,
+    ``api_key`` / ``api_key_env``, ``max_output_tokens`` and ``temperature`` are described on
+    :class:`~agentkernel.models._openai_common.OpenAIModelBase`, and ``client`` supplies a ready
+    ``openai.AsyncOpenAI``. The SDK retries ``max_retries`` times on connection errors, 408/409/429 and 5xx before
+    the error becomes a :class:`ModelError`, as do a refused key, a failed response and a stream that ends before
+    ``response.completed``. ``response.incomplete`` ends the response with a :class:`Truncation`.
     """
 
+    def __init__(self, model: str, **options: Any):
+        super().__init__(model, **options)
+        self._input = InputCache(lambda converted, item: converted.append(responses_item(item)))
+
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
-        options: dict[str, Any] = {}
-        if request.system:
-            options["instructions"] = request.system
-        if request.tools:
-            options["tools"] = request.tools
         opening = self.client.responses.create(
-            model=self.model, input=responses_input(request.history), stream=True, **options
+            model=self.model,
+            input=cast(ResponseInputParam, self._input.convert(request.history)),
+            instructions=request.system or omit,
+            tools=cast(list[ToolParam], request.tools) if request.tools else omit,
+            stream=True,
+            **self.sampling_options("max_output_tokens"),
         )
-        completed = False
+        writing: dict[str, ResponseFunctionToolCall] = {}  # calls still being written, by item id
+        ended = False
         async with self._api_stream(opening) as events:
             async for event in events:
-                kind = getattr(event, "type", None)
-                if kind == "response.output_text.delta":
+                if isinstance(event, ResponseTextDeltaEvent):
                     yield TextDelta(event.delta)
-                elif kind == "response.output_item.done" and getattr(event.item, "type", None) == "function_call":
+                elif isinstance(event, ResponseFunctionCallArgumentsDeltaEvent):
+                    if (call := writing.get(event.item_id)) is not None:
+                        call.arguments += event.delta
+                        yield FunctionCallProgress(call.call_id, call.name, len(call.arguments))
+                elif isinstance(event, ResponseOutputItemAddedEvent | ResponseOutputItemDoneEvent):
                     item = event.item
-                    yield FunctionCallEvent(call_id=item.call_id, name=item.name, arguments=item.arguments or "")
-                elif kind in ("response.completed", "response.incomplete"):  # incomplete: cut at a token limit
-                    usage = getattr(event.response, "usage", None)
-                    yield UsageEvent(input_tokens=getattr(usage, "input_tokens", 0) or 0,
-                                     output_tokens=getattr(usage, "output_tokens", 0) or 0)
-                    completed = True
-                elif kind == "response.failed":
-                    error = getattr(event.response, "error", None)
+                    if not isinstance(item, ResponseFunctionToolCall):
+                        continue
+                    if isinstance(event, ResponseOutputItemAddedEvent):
+                        writing[item.id or item.call_id] = item.model_copy()
+                        yield FunctionCallProgress(item.call_id, item.name, len(item.arguments or ""))
+                    else:
+                        writing.pop(item.id or item.call_id, None)
+                        yield FunctionCallEvent(call_id=item.call_id, name=item.name, arguments=item.arguments or "")
+                elif isinstance(event, ResponseCompletedEvent | ResponseIncompleteEvent):
+                    ended = True
+                    yield _usage(event.response.usage)
+                    if isinstance(event, ResponseIncompleteEvent):
+                        for call in writing.values():  # cut while being written: recorded, never run
+                            yield FunctionCallEvent(call_id=call.call_id, name=call.name, arguments=call.arguments)
+                        details = event.response.incomplete_details
+                        yield Truncation((details.reason if details else None) or "incomplete")
+                elif isinstance(event, ResponseFailedEvent):
+                    error = event.response.error
                     raise ModelError(self._redact(
-                        f"the model API reported a failed response: {getattr(error, 'message', None) or error}"))
-                elif kind == "error":
+                        f"the model API reported a failed response: {error.message if error else 'no details'}"))
+                elif isinstance(event, ResponseErrorEvent):
                     raise ModelError(self._redact(f"the model API reported an error: {event.message}"))
-        if not completed:
+        if not ended:
             raise ModelError(f"the stream from the model API at {self.base_url} ended before the response "
                              "was complete (the connection was cut?)")
+
+
+def _usage(usage: ResponseUsage | None) -> UsageEvent:
+    if usage is None:
+        return UsageEvent()
+    return UsageEvent(input_tokens=usage.input_tokens or 0, output_tokens=usage.output_tokens or 0)

@@ -8,7 +8,7 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .base import FunctionCallEvent, ModelError, ModelEvent, ModelRequest, TextDelta, UsageEvent
+from .base import FunctionCallEvent, ModelError, ModelEvent, ModelRequest, TextDelta, Truncation, UsageEvent
 
 
 @dataclass
@@ -29,6 +29,8 @@ class Turn:
     delay: float = 0.0
     error: str | None = None
     """If set, the model fails with this message (a ``ModelError``) instead of answering."""
+    truncated: str | None = None
+    """If set, the response ends as if the server cut it short, with this reason (``length``, ...)."""
 
 
 TurnLike = Turn | str | Call | list[Call] | dict[str, Any]
@@ -48,7 +50,7 @@ def as_turn(value: TurnLike) -> Turn:
     if isinstance(value, dict):
         calls = [c if isinstance(c, Call) else Call(**c) for c in value.get("calls", [])]
         return Turn(text=value.get("text", ""), calls=calls, delay=value.get("delay", 0.0),
-                    error=value.get("error"))
+                    error=value.get("error"), truncated=value.get("truncated"))
     raise TypeError(f"cannot make a scripted turn from {type(value).__name__}")
 
 
@@ -93,6 +95,8 @@ class ScriptedModel:
             # earlier history (often with a fresh model) never reuses that history's call ids.
             call_id = call.call_id or f"call_{len(request.history)}_{i + 1}"
             yield FunctionCallEvent(call_id=call_id, name=call.name, arguments=arguments)
+        if turn.truncated:
+            yield Truncation(turn.truncated)
         prompt_words = sum(len(str(item.get("content") or item.get("output") or "").split())
                            for item in request.history[-4:])
         yield UsageEvent(input_tokens=prompt_words, output_tokens=len(words) + 10 * len(turn.calls))
