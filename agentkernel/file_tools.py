@@ -397,9 +397,9 @@ def _relative_errors(method: Callable[..., str], policy: PathPolicy) -> Callable
             return method(*args, **kwargs)
         except Exception as e:
             message = str(e)
-            bases = sorted({str(policy.root): ".", str(PACKAGE_DIR): PACKAGE_DIR.name}.items(), reverse=True)
+            bases = {str(PACKAGE_DIR): PACKAGE_DIR.name, str(policy.root): "."}
             relative = message
-            for base, name in bases:  # the longer (deeper) path first: the package may lie under the root
+            for base, name in sorted(bases.items(), key=lambda b: -len(b[0])):  # the package may lie under the root
                 if len(base) > 1:
                     relative = relative.replace(base + os.sep, "" if name == "." else name + "/").replace(base, name)
             if relative == message:

@@ -22,7 +22,7 @@ from runtime_helpers import outputs
 
 from agentkernel import Call, Limits, ScriptedModel, StopSignal, run, validate_history
 from agentkernel import file_tools as file_tools_module
-from agentkernel.file_tools import MAX_OUTPUT_CHARS, PathPolicy, file_tools
+from agentkernel.file_tools import MAX_OUTPUT_CHARS, PACKAGE_DIR, PathPolicy, file_tools
 from agentkernel.tools import Tool, invoke
 
 # (a+)+$ backtracks exponentially over a line of a's that does not end the way it wants: 25 of them held the GIL
@@ -179,10 +179,12 @@ def test_a_file_that_grows_past_the_limit_is_not_read_whole(tmp_path: Path, monk
 
 # -- #8: messages name paths relative to the root ------------------------------------------------------------
 
-LONG_PATHS = ["a" * 300, "sub/" + "b" * 300, "/".join(["deep"] * 1200), "c" * 300 + "/d.txt"]
+LONG_PATHS = ["a" * 300, "sub/" + "b" * 300, "/".join(["deep"] * 1200), "c" * 300 + "/d.txt",
+              "agentkernel/" + "e" * 300]  # the last one is also looked up in the installed package
 
 
-@pytest.mark.parametrize("path", LONG_PATHS, ids=["long-name", "long-name-in-dir", "long-path", "long-dir"])
+@pytest.mark.parametrize("path", LONG_PATHS,
+                         ids=["long-name", "long-name-in-dir", "long-path", "long-dir", "long-name-in-package"])
 @pytest.mark.parametrize("name", ["read_file", "list_dir", "search_text"])
 def test_errors_never_hold_the_absolute_root(project: Path, name: str, path: str) -> None:
     (project / "sub").mkdir()
@@ -190,7 +192,7 @@ def test_errors_never_hold_the_absolute_root(project: Path, name: str, path: str
     with pytest.raises(Exception) as info:
         asyncio.run(invoke(tools_for(project)[name], arguments))
     message = str(info.value)
-    assert str(project) not in message and str(project.parent) not in message
+    assert str(project) not in message and str(project.parent) not in message and str(PACKAGE_DIR) not in message
     assert path[:40] in message  # the path as the model gave it
     assert "File name too long" in message
 
