@@ -22,6 +22,7 @@ import functools
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -230,8 +231,12 @@ class PathPolicy:
         explicit = not located.path.is_dir()
         if explicit and not located.path.is_file():
             raise ValueError(f"{located.show()!r} is not a regular file")
-        files = [located.path] if explicit else list(self._walk(located))
-        found = search_files(regex, [os.fspath(f) for f in files], seconds=self.search_seconds,
+        deadline = time.monotonic() + self.search_seconds  # listing the files counts against the limit too
+        files = [located.path] if explicit else self._listed(located, deadline, cancelled)
+        if time.monotonic() >= deadline:
+            return (f"[search stopped at its {self.search_seconds:g}-second limit while listing the files under "
+                    f"{located.show()!r} ({len(files):,} so far), before searching any: narrow the path]")
+        found = search_files(regex, [os.fspath(f) for f in files], seconds=max(deadline - time.monotonic(), 0.1),
                              max_bytes=self.max_file_bytes, max_matches=MAX_MATCHES + 1,
                              line_chars=4 * MAX_MATCH_LINE_CHARS,  # short() below squeezes the whitespace
                              cancelled=cancelled)
@@ -254,6 +259,15 @@ class PathPolicy:
                          "slow on this text (nested repeats such as (a+)+ backtrack exponentially); simplify it or "
                          "narrow the path]")
         return "\n".join(lines)
+
+    def _listed(self, top: _Located, deadline: float, cancelled: threading.Event | None) -> list[Path]:
+        """The files :meth:`_walk` yields, until the deadline or a cancel."""
+        files = []
+        for file in self._walk(top):
+            files.append(file)
+            if time.monotonic() >= deadline or (cancelled is not None and cancelled.is_set()):
+                break
+        return files
 
     def _walk(self, top: _Located) -> Iterator[Path]:
         """Files under a directory in sorted order, not entering hidden dirs nor following dir symlinks,

@@ -252,3 +252,20 @@ def test_reading_a_part_in_chunks_gives_the_lines_a_whole_read_gives(
     *shown, note = policy.read_file("f.txt", offset=offset, limit=limit).split("\n")
     assert shown == expected
     assert note.startswith(f"[lines {offset}-{offset + len(expected) - 1} of a ")
+
+
+def test_listing_a_huge_tree_counts_against_the_search_limit(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_walk = os.walk
+
+    def slow_walk(top: object) -> object:  # a tree so big (or a disk so slow) that listing it takes for ever
+        for entry in real_walk(top):  # type: ignore[call-overload]
+            for _ in range(1000):
+                time.sleep(0.01)
+                yield entry
+
+    monkeypatch.setattr(os, "walk", slow_walk)
+    search = tools_for(PathPolicy(project, search_seconds=0.5))["search_text"]
+    start = time.monotonic()
+    out = asyncio.run(invoke(search, {"pattern": "a"}))
+    assert time.monotonic() - start < 2.0
+    assert out.startswith("[search stopped at its 0.5-second limit while listing the files under '.' (")
