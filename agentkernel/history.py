@@ -42,7 +42,10 @@ def function_call_output(call_id: str, output: str, *, synthetic: bool = False) 
 
 
 def valid_item(item: Item) -> Item:
-    """A copy of ``item`` with lone surrogates replaced in every string it holds, at any depth."""
+    """``item`` with lone surrogates replaced in every string it holds, at any depth: the item itself when all its
+    values are ASCII text (the common case, checked quickly), else a copy."""
+    if all(type(value) is str and value.isascii() for value in item.values()):
+        return item
     clean = _valid_value(item)
     return clean if isinstance(clean, dict) else item
 
@@ -122,7 +125,7 @@ def repair_history(history: Iterable[Item]) -> list[Item]:
                 if call_id not in calls or call_id in answered:
                     continue
                 answered.add(call_id)
-        kept.append(item)
+        kept.append(dict(item))
 
     repaired: list[Item] = []
     unanswered: list[str] = []
