@@ -446,7 +446,8 @@ def file_tools(root: str | os.PathLike[str] | PathPolicy | None = None) -> list[
         finally:  # also when the run is stopped: the search process is killed at once, not at its time limit
             cancelled.set()
 
-    return [tool(read), tool(list_), tool(search_text)]
+    # They cut their own output to MAX_OUTPUT_CHARS and then add a note saying what to ask for next: no second cut.
+    return [tool(f, max_output_chars=None) for f in (read, list_, search_text)]
 
 
 read_file, list_dir, search_text = file_tools()

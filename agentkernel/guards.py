@@ -1,9 +1,11 @@
 """What stops a run that is not finished: the repeated-call, no-progress and tool-failure guards.
 
-Budgets are in :mod:`agentkernel.limits`.
+Budgets are in :mod:`agentkernel.usage`.
 
-Each guard is a small object fed one fact at a time; each check costs O(1) per call (the no-progress window is
-a fixed small size), so the loop's per-round overhead does not grow with the length of the run.
+Each guard is a small object fed one fact at a time; a call is given by its name and its normalized arguments
+(read once when the call is made: ``ToolCall.normalized``, or :func:`normalize_arguments`). Each check costs O(1)
+per call (the no-progress window is a fixed small size), so the loop's per-round overhead does not grow with the
+length of the run.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from dataclasses import dataclass
 
 from .endings import Trip
 from .text import normalize_arguments, short
+
+__all__ = ["FailureGuard", "GuardConfig", "NoProgressGuard", "RepeatedCallGuard", "normalize_arguments"]
 
 
 @dataclass
@@ -36,10 +40,10 @@ class RepeatedCallGuard:
         self.limit = limit or 0
         self.counts: dict[tuple[str, str, str], int] = {}
 
-    def record(self, name: str, arguments: str, output: str) -> Trip | None:
+    def record(self, name: str, normalized: str, output: str) -> Trip | None:
+        """Record a finished call by its name, normalized arguments and model-visible output."""
         if not self.limit:
             return None
-        normalized = normalize_arguments(arguments)
         key = (name, normalized, output)
         self.counts[key] = count = self.counts.get(key, 0) + 1
         if count >= self.limit:
@@ -66,10 +70,11 @@ class NoProgressGuard:
         self.stale = 0
         self.last_turn: tuple | None = None
 
-    def record_call(self, name: str, arguments: str) -> Trip | None:
+    def record_call(self, name: str, normalized: str) -> Trip | None:
+        """Record a call by its name and normalized arguments."""
         if not self.window:
             return None
-        call = (name, normalize_arguments(arguments))
+        call = (name, normalized)
         for period in self.PERIODS:
             repeats = len(self.recent) >= period and self.recent[-period] == call
             self.runs[period] = self.runs[period] + 1 if repeats else 0
@@ -84,14 +89,14 @@ class NoProgressGuard:
         return None
 
     def record_turn(self, text: str, calls: list[tuple[str, str, str]]) -> Trip | None:
-        """Record a model turn: its text and its calls as (name, arguments, output).
+        """Record a model turn: its text and its calls as (name, normalized arguments, output).
 
         A turn is stale when it is empty, or when its text, its calls and what they returned all equal the turn
         before: the model learned nothing new. The same call getting a new output (polling) is progress.
         """
         if not self.max_stale:
             return None
-        turn = (text.strip(), tuple((name, normalize_arguments(args), output) for name, args, output in calls))
+        turn = (text.strip(), tuple(calls))
         empty = not turn[0] and not turn[1]
         self.stale = self.stale + 1 if empty or turn == self.last_turn else 0
         self.last_turn = turn

@@ -212,9 +212,9 @@ class AgentLoop:
 
         trip = None
         for call in runnable:
-            trip = (trip or self.repeats.record(call.name, call.arguments, call.output)
-                    or self.no_progress.record_call(call.name, call.arguments))
-        trip = trip or self.no_progress.record_turn(text, [(c.name, c.arguments, c.output) for c in calls])
+            trip = (trip or self.repeats.record(call.name, call.normalized, call.output)
+                    or self.no_progress.record_call(call.name, call.normalized))
+        trip = trip or self.no_progress.record_turn(text, [(c.name, c.normalized, c.output) for c in calls])
         trip = trip or self.failures.record_round(sum(c.failed for c in runnable), len(runnable))
         if trip is None and refused:
             trip = self.limits.tool_call_trip()

@@ -47,35 +47,53 @@ def json_line(record: Any) -> str:
 
 
 def load_arguments(arguments: str) -> Any:
-    """A call's arguments JSON as a value (``{}`` for empty text); raises ``json.JSONDecodeError``."""
+    """A call's arguments JSON as a value (``{}`` for empty text); raises ``json.JSONDecodeError``, or
+    ``RecursionError`` for JSON nested too deeply to read."""
     return json.loads(arguments) if arguments.strip() else {}
+
+
+_NORMALIZED = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(", ", ": "))  # made once: json.dumps
+# with options builds a new encoder on every call, which costs more than the encoding of a small object
+
+
+def read_arguments(arguments: str) -> tuple[Any, str, str | None]:
+    """A call's arguments read once: ``(value, normalized, error)``.
+
+    ``normalized`` is the JSON re-serialized with keys sorted at every depth (not-JSON text is returned stripped);
+    ``error`` says in words why the text is not a JSON object (``None`` when it is one).
+    """
+    text = arguments if isinstance(arguments, str) else str(arguments)
+    try:
+        value = load_arguments(text)
+    except json.JSONDecodeError as e:
+        return None, text.strip(), f"arguments are not valid JSON ({e.msg} at position {e.pos})"
+    except RecursionError:
+        return None, text.strip(), "arguments are nested too deeply to read"
+    try:
+        normalized = _NORMALIZED.encode(value)
+    except (RecursionError, ValueError):
+        normalized = text.strip()
+    return value, normalized, None if isinstance(value, dict) else "arguments must be a JSON object"
 
 
 def normalize_arguments(arguments: str) -> str:
     """The arguments JSON re-serialized with keys sorted at every depth; not-JSON text is returned stripped."""
-    try:
-        value = load_arguments(arguments)
-    except (json.JSONDecodeError, AttributeError):
-        return str(arguments).strip()
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(", ", ": "))
+    return read_arguments(arguments)[1]
 
 
 def short_arguments(arguments: str, width: int = 70) -> str:
     """``path="a.txt", limit=20`` from a call's JSON arguments, cut to ``width``."""
     try:
         value = load_arguments(arguments)
-    except json.JSONDecodeError:
-        value = None
-    if isinstance(value, dict):
         text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in value.items())
-    else:
+    except (ValueError, RecursionError, AttributeError, TypeError):  # not a JSON object (or too deep to read)
         text = arguments
     return short(text, width)
 
 
 def pretty_arguments(arguments: str) -> str:
-    """A call's arguments JSON indented for reading (as given when it is not JSON)."""
+    """A call's arguments JSON indented for reading (as given when it is not JSON, or too deep to indent)."""
     try:
         return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
-    except (json.JSONDecodeError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         return arguments

@@ -1,37 +1,60 @@
-"""Tools: the ``@tool`` decorator, JSON schemas from signatures, and running one round's calls.
+"""Tools: the ``@tool`` decorator, and running one round's calls.
 
 Calls of a round run in parallel and are matched to their requests by ``call_id``; a side-effecting tool runs
-only after approval and never beside another call.
+only after approval and never beside another call. Whatever a tool does — raise, call ``sys.exit()``, return
+50 MB, hang in a thread — the call gets an output and the run goes on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import inspect
 import json
-import re
+import threading
 import time
-import types
-import typing
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
 
-from .text import load_arguments
+from .schemas import Arguments, arguments_of, parse_docstring
+from .text import cut, read_arguments
 
 ToolStatus = Literal["ok", "error", "denied", "aborted", "not_run"]
 
+P = ParamSpec("P")
+R = TypeVar("R")
 
-@dataclass
-class Tool:
-    """A function the model may call, with the JSON schema it is shown."""
+MAX_OUTPUT_CHARS = 20_000
+"""A tool's output is cut to this many characters unless it sets its own ``max_output_chars``."""
+
+# What a tool may raise that is its own failure, not the run's: also SystemExit (``sys.exit()``, ``exit()``,
+# argparse on bad input) and KeyboardInterrupt raised by the tool's code. The user's own interrupt reaches the run
+# as the stop signal or as task cancellation, never as an exception inside a tool.
+TOOL_FAULTS = (Exception, SystemExit, KeyboardInterrupt)
+
+
+@dataclass(repr=False)
+class Tool(Generic[P, R]):
+    """A function the model may call, with the JSON schema it is shown; calling it calls the function."""
 
     name: str
     description: str
     parameters: dict[str, Any]
-    fn: Callable[..., Any]
+    fn: Callable[P, R]
     read_only: bool = True
     timeout: float | None = 60.0
+    max_output_chars: int | None = MAX_OUTPUT_CHARS
+    arguments_model: Arguments | None = field(default=None, compare=False)
+    """The pydantic model of the arguments (built from ``fn`` when not given)."""
+
+    def __post_init__(self) -> None:
+        if self.arguments_model is None:
+            self.arguments_model = arguments_of(self.fn, {})
+        # `help(t)`, `inspect.signature(t)` and `t?` show the user's function. Its __dict__ is not merged in: it
+        # could hold names of this class's fields.
+        functools.update_wrapper(self, self.fn, updated=())
 
     def schema(self) -> dict[str, Any]:
         """The tool in the Responses API ``tools`` shape."""
@@ -42,22 +65,58 @@ class Tool:
             "parameters": self.parameters,
         }
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def validate(self, arguments: str) -> dict[str, Any]:
+        """The keyword arguments for a call from its arguments JSON; raise ValueError saying what is wrong."""
+        assert self.arguments_model is not None
+        return self.arguments_model.validate(arguments)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
+
+    def __get__(self, instance: object, owner: type | None = None) -> Tool[P, R]:
+        # Never binds (a tool stays the function it wraps); being a descriptor makes help() document it as one.
+        return self
+
+    def __repr__(self) -> str:
+        try:
+            signature = inspect.signature(self.fn)
+            params = [p.replace(annotation=p.empty) for p in signature.parameters.values()]
+            shown = str(signature.replace(parameters=params, return_annotation=signature.empty))
+        except (TypeError, ValueError):
+            shown = "(...)"
+        return f"<tool {self.name}{shown} {'read-only' if self.read_only else 'side effects'}>"
+
+
+@overload
+def tool(
+    fn: Callable[P, R], /, *, name: str | None = None, read_only: bool = True, timeout: float | None = 60.0,
+    max_output_chars: int | None = MAX_OUTPUT_CHARS,
+) -> Tool[P, R]: ...
+
+
+@overload
+def tool(
+    *, name: str | None = None, read_only: bool = True, timeout: float | None = 60.0,
+    max_output_chars: int | None = MAX_OUTPUT_CHARS,
+) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
 def tool(
     fn: Callable[..., Any] | None = None,
+    /,
     *,
     name: str | None = None,
     read_only: bool = True,
     timeout: float | None = 60.0,
-) -> Any:
-    """Turn a plain function (sync or async) into a :class:`Tool`.
+    max_output_chars: int | None = MAX_OUTPUT_CHARS,
+) -> Tool[..., Any] | Callable[[Callable[..., Any]], Tool[..., Any]]:
+    """Turn a plain function (sync or async) into a :class:`Tool` that still behaves like the function.
 
-    The schema comes from the signature and type hints; the description and parameter descriptions from the
-    docstring (its first paragraph, and an ``Args:`` section). Tools are read-only by default; pass
-    ``read_only=False`` for one with side effects, which then runs only after approval::
+    The schema comes from the signature and type hints (through pydantic, which also checks each call's
+    arguments); the description and parameter descriptions from the docstring (its first paragraphs, and an
+    ``Args:`` section). Tools are read-only by default; pass ``read_only=False`` for one with side effects, which
+    then runs only after approval. A sync function runs in a worker thread, cut off after ``timeout`` seconds;
+    its output is cut to ``max_output_chars`` characters (``None``: no limit)::
 
         @tool
         def word_count(text: str) -> int:
@@ -65,129 +124,31 @@ def tool(
             return len(text.split())
     """
 
-    def wrap(f: Callable[..., Any]) -> Tool:
-        description, arg_docs = _parse_docstring(inspect.getdoc(f) or "")
+    def wrap(f: Callable[..., Any]) -> Tool[..., Any]:
+        f = f.fn if isinstance(f, Tool) else f
+        description, arg_docs = parse_docstring(inspect.getdoc(f) or "")
+        arguments = arguments_of(f, arg_docs)
         return Tool(
             name=name or f.__name__,
             description=description or f.__name__.replace("_", " "),
-            parameters=_parameters_schema(f, arg_docs),
+            parameters=arguments.json_schema(),
             fn=f,
             read_only=read_only,
             timeout=timeout,
+            max_output_chars=max_output_chars,
+            arguments_model=arguments,
         )
 
     return wrap(fn) if fn is not None else wrap
 
 
-def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    # Everything before an Args:/Returns:-style section is the description; paragraphs are kept apart.
-    head = re.split(r"^(?:Args|Arguments|Parameters|Returns|Raises|Example|Examples):\s*$", doc, maxsplit=1,
-                    flags=re.MULTILINE)[0]
-    description = "\n\n".join(" ".join(p.split()) for p in head.split("\n\n") if p.strip())
-    arg_docs: dict[str, str] = {}
-    match = re.search(r"^(?:Args|Arguments|Parameters):\s*\n((?:[ \t]+.*\n?)+)", doc, re.MULTILINE)
-    if match:
-        current, indent = None, None
-        for line in match.group(1).splitlines():
-            entry = re.match(r"\s+(\w+)(?:\s*\([^)]*\))?:\s*(.*)", line)
-            line_indent = len(line) - len(line.lstrip())
-            if entry and line_indent == (indent or line_indent):  # a new entry starts at the first entry's indent
-                current, indent = entry.group(1), line_indent
-                arg_docs[current] = entry.group(2).strip()
-            elif current and line.strip():  # a continuation line, even one that looks like "word: text"
-                arg_docs[current] += " " + line.strip()
-    return description, arg_docs
-
-
-def _json_default(value: Any) -> Any:
-    """A default as the schema can hold it: JSON values as they are, anything else (a Path, ...) as its str."""
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return str(value)
-    return value
-
-
-def _json_type(hint: Any) -> dict[str, Any]:
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if hint in (inspect.Parameter.empty, Any):
-        return {}
-    if origin in (typing.Union, types.UnionType):
-        options = [a for a in args if a is not type(None)]
-        return _json_type(options[0]) if len(options) == 1 else {"anyOf": [_json_type(a) for a in options]}
-    if origin is Literal:
-        return {"enum": list(args)}
-    if hint is str:
-        return {"type": "string"}
-    if hint is bool:
-        return {"type": "boolean"}
-    if hint is int:
-        return {"type": "integer"}
-    if hint is float:
-        return {"type": "number"}
-    if hint is list or origin in (list, tuple, set, frozenset, Iterable):
-        return {"type": "array", "items": _json_type(args[0])} if args else {"type": "array"}
-    if hint is dict or origin is dict:
-        return {"type": "object"}
-    return {}
-
-
-def _parameters_schema(fn: Callable[..., Any], arg_docs: dict[str, str]) -> dict[str, Any]:
-    hints = typing.get_type_hints(fn)
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for pname, param in inspect.signature(fn).parameters.items():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            continue
-        prop = _json_type(hints.get(pname, param.annotation))
-        if pname in arg_docs:
-            prop["description"] = arg_docs[pname]
-        if param.default is param.empty:
-            required.append(pname)
-        elif param.default is not None:
-            prop["default"] = _json_default(param.default)
-        properties[pname] = prop
-    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
-
-
-_TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-    "boolean": lambda v: isinstance(v, bool),
-    "array": lambda v: isinstance(v, list),
-    "object": lambda v: isinstance(v, dict),
-}
-
-
-def parse_arguments(tool: Tool, arguments: str) -> dict[str, Any]:
-    """Parse a call's arguments JSON and check it against the tool's schema; raise ValueError saying what is wrong."""
-    try:
-        value = load_arguments(arguments)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"arguments are not valid JSON ({e.msg} at position {e.pos})") from None
-    if not isinstance(value, dict):
-        raise ValueError("arguments must be a JSON object")
-    properties = tool.parameters.get("properties", {})
-    unknown = sorted(set(value) - set(properties))
-    if unknown:
-        raise ValueError(f"unknown argument(s) {', '.join(unknown)}; expected {', '.join(properties) or 'none'}")
-    missing = [p for p in tool.parameters.get("required", []) if p not in value]
-    if missing:
-        raise ValueError(f"missing required argument(s) {', '.join(missing)}")
-    for key, val in value.items():
-        expected = properties[key].get("type")
-        if val is not None and expected in _TYPE_CHECKS and not _TYPE_CHECKS[expected](val):
-            raise ValueError(f"argument {key!r} must be of type {expected}, got {type(val).__name__}")
-        if "enum" in properties[key] and val not in properties[key]["enum"]:
-            raise ValueError(f"argument {key!r} must be one of {properties[key]['enum']}")
-    return value
-
-
 @dataclass
 class ToolCall:
-    """One requested call and, once it is done, its outcome."""
+    """One requested call and, once it is done, its outcome.
+
+    The arguments JSON is read once, when the call is made: ``value`` is the parsed JSON, ``normalized`` the
+    form the guards compare (keys sorted at every depth), ``argument_error`` why the text is not a JSON object.
+    """
 
     call_id: str
     name: str
@@ -197,6 +158,12 @@ class ToolCall:
     duration: float = 0.0
     synthetic: bool = False
     started: float = field(default=0.0, repr=False)
+    value: Any = field(init=False, repr=False, compare=False)
+    normalized: str = field(init=False, repr=False, compare=False)
+    argument_error: str | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.value, self.normalized, self.argument_error = read_arguments(self.arguments)
 
     @property
     def failed(self) -> bool:
@@ -204,6 +171,17 @@ class ToolCall:
 
 
 Approver = Callable[[ToolCall, Tool], "bool | Awaitable[bool]"]
+
+
+def parse_arguments(tool: Tool, arguments: str) -> dict[str, Any]:
+    """Parse a call's arguments JSON and check it against the tool's schema; raise ValueError saying what is wrong."""
+    return _checked_arguments(tool, ToolCall("", tool.name, arguments))
+
+
+def _checked_arguments(tool: Tool, call: ToolCall) -> dict[str, Any]:
+    if call.argument_error:
+        raise ValueError(call.argument_error)
+    return tool.validate(call.arguments)
 
 
 def format_output(value: Any) -> str:
@@ -222,11 +200,11 @@ class ToolTimeout(Exception):
 
 
 async def invoke(tool: Tool, kwargs: dict[str, Any]) -> Any:
-    """Call a tool; a sync function runs in a worker thread that copies the context (so prints land in the cell)."""
+    """Call a tool; a sync function runs in a worker thread of its own (see :func:`in_thread`)."""
     if inspect.iscoroutinefunction(tool.fn):
         call: Awaitable[Any] = tool.fn(**kwargs)
     else:
-        call = asyncio.to_thread(tool.fn, **kwargs)
+        call = in_thread(tool.fn, kwargs, tool.name)
     try:
         async with asyncio.timeout(tool.timeout or None) as scope:
             return await call
@@ -236,47 +214,102 @@ async def invoke(tool: Tool, kwargs: dict[str, Any]) -> Any:
         raise
 
 
+async def in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], name: str = "tool") -> Any:
+    """Run ``fn(**kwargs)`` in a new daemon thread, in a copy of the caller's context (so prints land in the cell).
+
+    Not ``asyncio.to_thread``: a thread abandoned after Stop or a deadline would hold the process open (the
+    default executor's threads are joined when ``asyncio.run`` ends and again at exit). A daemon thread does not.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if future.done():  # the call was cut off (Stop, timeout): nobody waits for it any more
+            return
+        if error is None:
+            future.set_result(result)
+        else:
+            future.set_exception(error)
+
+    def work() -> None:
+        result, error = None, None
+        try:
+            result = context.run(fn, **kwargs)
+        except BaseException as e:  # noqa: BLE001 - handed to the awaiting task, which decides
+            error = e
+        try:
+            loop.call_soon_threadsafe(settle, result, error)
+        except RuntimeError:  # the event loop is closed: the run that wanted this result is over
+            pass
+
+    threading.Thread(target=work, name=f"agentkernel {name}", daemon=True).start()
+    return await future
+
+
 async def run_call(
     call: ToolCall,
     tools: dict[str, Tool],
     approve: Approver | None,
     on_start: Callable[[ToolCall], None],
 ) -> None:
-    """Run one call and fill in its status and output; never raises for a tool's own failure."""
+    """Run one call and fill in its status and output (cut to the tool's limit); never raises for a tool's failure."""
     call.started = time.monotonic()
     on_start(call)
+    tool = tools.get(call.name)
     try:
-        tool = tools.get(call.name)
-        if tool is None:
-            call.status, call.output = "error", f"error: unknown tool {call.name!r}; available: {', '.join(tools)}"
-            return
-        try:
-            kwargs = parse_arguments(tool, call.arguments)
-        except ValueError as e:
-            call.status, call.output = "error", f"error: bad arguments for {call.name}: {e}"
-            return
-        if not tool.read_only:
-            verdict = approve(call, tool) if approve else False
-            if inspect.isawaitable(verdict):
-                verdict = await verdict
-            if not verdict:
-                why = "the user denied it" if approve else "no one is there to approve it"
-                call.status, call.output = "denied", f"denied: {call.name} has side effects and {why}"
-                return
-        try:
-            call.output = format_output(await invoke(tool, kwargs))
-            call.status = "ok"
-        except ToolTimeout:
-            call.status, call.output = "error", f"error: {call.name} timed out after {tool.timeout:g} s"
-        except asyncio.CancelledError:
-            if asyncio.current_task().cancelling():  # the round is being stopped: let the cancellation through
-                raise
-            # Something inside the tool was cancelled, not the tool: that is the tool's own failure.
-            call.status, call.output = "error", f"error: {call.name} was cancelled"
-        except Exception as e:  # a tool's own failure is the model's to see, not the loop's to raise
-            call.status, call.output = "error", f"error: {type(e).__name__}: {e}"
+        status, output = await _outcome(call, tool, tools, approve)
+        limit = tool.max_output_chars if tool else MAX_OUTPUT_CHARS
+        call.status, call.output = status, cut(output, limit) if limit else output
     finally:
         call.duration = time.monotonic() - call.started
+
+
+async def _outcome(
+    call: ToolCall, tool: Tool | None, tools: dict[str, Tool], approve: Approver | None
+) -> tuple[ToolStatus, str]:
+    if tool is None:
+        return "error", f"error: unknown tool {call.name!r}; available: {', '.join(tools)}"
+    try:
+        kwargs = _checked_arguments(tool, call)
+    except ValueError as e:
+        return "error", f"error: bad arguments for {call.name}: {e}"
+    if not tool.read_only and (denial := await _denial(call, tool, approve)):
+        return "denied", denial
+    try:
+        return "ok", format_output(await invoke(tool, kwargs))
+    except ToolTimeout:
+        return "error", f"error: {call.name} timed out after {tool.timeout:g} s"
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():  # the round is being stopped: let the cancellation through
+            raise
+        # Something inside the tool was cancelled, not the tool: that is the tool's own failure.
+        return "error", f"error: {call.name} was cancelled"
+    except TOOL_FAULTS as e:  # a tool's own failure is the model's to see, not the loop's to raise
+        return "error", f"error: {_describe(e)}"
+
+
+async def _denial(call: ToolCall, tool: Tool, approve: Approver | None) -> str | None:
+    """Why a side-effecting call may not run, or None: only the bool True (or an awaitable of it) approves."""
+    why = f"denied: {call.name} has side effects and"
+    if approve is None:
+        return f"{why} no one is there to approve it"
+    try:
+        verdict = approve(call, tool)
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+    except TOOL_FAULTS as e:
+        return f"{why} the approval failed ({_describe(e)})"
+    if verdict is True:
+        return None
+    return f"{why} the user denied it" if verdict is False else f"{why} the approver answered {verdict!r}, not True"
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, SystemExit):
+        return f"SystemExit({error.code!r}): the tool tried to end the process"
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
 async def run_round(

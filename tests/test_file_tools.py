@@ -46,8 +46,9 @@ def test_tool_names_and_schemas() -> None:
     params = {t.name: t.schema()["parameters"] for t in tools}
     assert params["read_file"]["required"] == ["path"]
     assert params["read_file"]["properties"]["path"]["type"] == "string"
-    assert params["read_file"]["properties"]["offset"]["type"] == "integer"
-    assert params["read_file"]["properties"]["limit"]["type"] == "integer"
+    nullable_integer = [{"type": "integer"}, {"type": "null"}]  # `int | None = None`
+    assert params["read_file"]["properties"]["offset"]["anyOf"] == nullable_integer
+    assert params["read_file"]["properties"]["limit"]["anyOf"] == nullable_integer
     assert params["list_dir"]["required"] == []
     assert params["list_dir"]["properties"]["path"]["default"] == "."
     assert params["search_text"]["required"] == ["pattern"]

@@ -13,7 +13,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from runtime_helpers import calls, output_of, outputs, run_sync
 
-from agentkernel import Call, GuardConfig, Limits, ScriptedModel, StopSignal, Turn, run, tool, validate_history
+from agentkernel import (
+    Call,
+    GuardConfig,
+    Limits,
+    ScriptedModel,
+    StopSignal,
+    ToolCall,
+    Turn,
+    run,
+    tool,
+    validate_history,
+)
 from agentkernel.events import RoundStarted, ToolCallFinished
 from agentkernel.guards import NoProgressGuard, RepeatedCallGuard, normalize_arguments
 
@@ -125,9 +136,11 @@ def test_nested_key_order_is_normalized():
         '{"a": 0, "b": {"x": [{"p": 2, "q": 1}], "y": 1}}'
     )
     assert normalize_arguments('{"a": [1, 2]}') != normalize_arguments('{"a": [2, 1]}')
+    # A call's arguments are normalized once, when the call is made; the guards compare that form.
+    first, second = ToolCall("1", "t", '{"o": {"b": 1, "a": 2}}'), ToolCall("2", "t", '{"o": {"a": 2, "b": 1}}')
     guard = RepeatedCallGuard(2)
-    assert guard.record("t", '{"o": {"b": 1, "a": 2}}', "out") is None
-    trip = guard.record("t", '{"o": {"a": 2, "b": 1}}', "out")
+    assert guard.record("t", first.normalized, "out") is None
+    trip = guard.record("t", second.normalized, "out")
     assert trip is not None and trip.status == "repeated_tool_call"
 
 

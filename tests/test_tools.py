@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
+import inspect
+import pydoc
 import threading
 import time
-from typing import Literal
+from typing import Annotated, Literal
 
 import pytest
+from pydantic import Field
 from runtime_helpers import calls, output_of, outputs, run_sync
 
 from agentkernel import Call, ScriptedModel, ToolCall, tool, validate_history
@@ -58,10 +62,13 @@ def test_schema_from_signature_hints_defaults_and_docstring():
     assert props["limit"] == {"type": "integer", "description": "At most this many hits.", "default": 20}
     assert props["ratio"] == {"type": "number", "default": 0.5}
     assert props["ignore_case"] == {"type": "boolean", "default": False}
-    assert props["globs"] == {"type": "array", "items": {"type": "string"}}
-    assert props["mode"] == {"enum": ["regex", "fixed"], "default": "regex"}
-    assert props["depth"] == {"type": "integer"}
-    assert props["options"] == {"type": "object"}
+    # Optional parameters are nullable (pydantic's schema: anyOf with null, default null).
+    assert props["globs"] == {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}],
+                              "default": None}
+    assert props["mode"] == {"enum": ["regex", "fixed"], "type": "string", "default": "regex"}
+    assert props["depth"] == {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None}
+    assert props["options"] == {"anyOf": [{"type": "object", "additionalProperties": True}, {"type": "null"}],
+                                "default": None}
     assert search.read_only is True
 
 
@@ -105,6 +112,89 @@ def test_plain_functions_become_tools_and_duplicate_names_are_refused():
     assert registry["ping"].schema()["parameters"]["required"] == []
     with pytest.raises(ValueError, match="two tools"):
         as_registry([ping, tool(ping)])
+
+
+def test_a_tool_behaves_like_the_function_it_wraps():
+    def count(text: str, limit: int | None = None) -> int:
+        """Count the words in a text."""
+        return len(text.split()[:limit])
+
+    wrapped = tool(count)
+    assert wrapped("a b c") == 3 and wrapped("a b c", limit=2) == 2
+    assert inspect.signature(wrapped) == inspect.signature(count)
+    assert (wrapped.__name__, wrapped.__doc__, wrapped.__wrapped__) == ("count", count.__doc__, count)
+    assert repr(wrapped) == "<tool count(text, limit=None) read-only>"
+    assert repr(tool(read_only=False, name="wc")(count)) == "<tool wc(text, limit=None) side effects>"
+    shown = pydoc.render_doc(wrapped, renderer=pydoc.plaintext)  # what help() prints
+    assert "count(text: 'str', limit: 'int | None' = None) -> 'int'\n    Count the words in a text." in shown
+    # Wrapping a tool again wraps its function, with the new options.
+    again = tool(wrapped, read_only=False)
+    assert again.fn is count and again.read_only is False
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: int
+
+
+def test_tuples_nested_models_and_constraints_get_proper_schemas_and_checks():
+    @tool
+    def place(cell: tuple[int, str], points: list[Point], size: Annotated[int, Field(ge=1)] = 1) -> str:
+        """Place points."""
+        return f"{cell} {points} {size}"
+
+    props = place.parameters["properties"]
+    assert props["cell"] == {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}],
+                             "minItems": 2, "maxItems": 2}
+    assert props["points"]["items"] == {"$ref": "#/$defs/Point"}
+    assert place.parameters["$defs"]["Point"]["properties"] == {"x": {"type": "integer"}, "y": {"type": "integer"}}
+    assert props["size"] == {"type": "integer", "minimum": 1, "default": 1}
+    # Arguments come to the function as its types say: a tuple, dataclass instances.
+    assert parse_arguments(place, '{"cell": [1, "a"], "points": [{"x": 1, "y": 2}]}') == {
+        "cell": (1, "a"), "points": [Point(1, 2)]}
+    bad = {
+        '{"cell": [1, 2], "points": []}': "argument 'cell[1]' must be of type string, got integer",
+        '{"cell": [1, "a"], "points": [{"x": 1, "y": "2"}]}':
+            "argument 'points[0].y' must be of type integer, got string",
+        '{"cell": [1, "a"], "points": [], "size": 0}': "argument 'size' must be greater than or equal to 1",
+        '{"cell": null, "points": []}': "argument 'cell' must be of type array, got null",
+    }
+    for arguments, message in bad.items():
+        with pytest.raises(ValueError) as e:
+            parse_arguments(place, arguments)
+        assert str(e.value) == message
+
+
+def test_null_for_a_required_string_is_refused_and_optional_parameters_take_null():
+    @tool
+    def find(path: str, depth: int | None = 3) -> str:
+        """Find."""
+        return f"{path} {depth}"
+
+    with pytest.raises(ValueError, match="argument 'path' must be of type string, got null"):
+        parse_arguments(find, '{"path": null}')
+    assert parse_arguments(find, '{"path": "a", "depth": null}') == {"path": "a", "depth": None}
+    # Only the arguments given are passed, so the function's own defaults apply to the rest.
+    assert parse_arguments(find, '{"path": "a"}') == {"path": "a"}
+    with pytest.raises(ValueError) as e:
+        parse_arguments(find, '{"path": "a", "deep": 1, "max": 2}')
+    assert str(e.value) == "unknown argument(s) deep, max; expected path, depth"
+
+
+def test_unusual_parameter_names_and_types_pydantic_cannot_describe():
+    class Handle:  # not a JSON type: the parameter takes any JSON value and the function gets it as given
+        pass
+
+    @tool
+    def odd(schema: str, copy: int = 0, _private: bool = False, handle: Handle | None = None) -> str:
+        """Parameters named like pydantic's own attributes."""
+        return schema
+
+    assert list(odd.parameters["properties"]) == ["schema", "copy", "_private", "handle"]
+    assert odd.parameters["properties"]["handle"] == {"default": None}
+    assert parse_arguments(odd, '{"schema": "s", "copy": 2, "_private": true, "handle": 5}') == {
+        "schema": "s", "copy": 2, "_private": True, "handle": 5}
 
 
 # -- parallel calls -------------------------------------------------------------------------------------------
@@ -388,3 +478,18 @@ def test_tool_call_events_bracket_each_call():
     run_sync("go", model=ScriptedModel([[Call("read_file", {"path": "a"}, call_id="c1")], "ok"]),
              tools=[read_file], on_event=on_event)
     assert events == [("ToolCallStarted", "c1", None), ("ToolCallFinished", "c1", "ok")]
+
+
+def test_a_parameter_whose_annotation_cannot_be_resolved_takes_any_value_and_the_others_keep_their_types():
+    class Local:  # with `from __future__ import annotations` this name cannot be resolved from the module
+        pass
+
+    @tool
+    def f(n: int, thing: Local | None = None) -> str:
+        """F."""
+        return str(n)
+
+    assert f.parameters["properties"]["n"] == {"type": "integer"}
+    assert f.parameters["properties"]["thing"] == {"default": None}
+    with pytest.raises(ValueError, match="argument 'n' must be of type integer"):
+        parse_arguments(f, '{"n": "1"}')

@@ -36,6 +36,7 @@ from ..tools import Approver, Tool, tool
 from ..transcript import load_transcript
 from ..usage import Limits
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
+from .exits import exit_refused
 from .options import AgentOptions, merge, option_arguments, option_traits, split_line
 from .panel import PANEL_TEXT, Panel
 from .render import RunRecord, render_html, render_text
@@ -97,13 +98,14 @@ class AgentMagics(Magics):
             finally:
                 done.set()
 
-        threading.Thread(target=work, name="agentkernel-run", daemon=True).start()
-        while not done.is_set():
-            try:
-                done.wait(0.1)
-            except KeyboardInterrupt:
-                run.interrupted = True
-                run.loop.stop.set("interrupted by the kernel interrupt")
+        with exit_refused(self.shell):
+            threading.Thread(target=work, name="agentkernel-run", daemon=True).start()
+            while not done.is_set():
+                try:
+                    done.wait(0.1)
+                except KeyboardInterrupt:
+                    run.interrupted = True
+                    run.loop.stop.set("interrupted by the kernel interrupt")
         if failure:
             raise failure[0]
         self.finish(run)
@@ -113,7 +115,7 @@ class AgentMagics(Magics):
         run = self.prepare(line, cell)
         ticker = asyncio.ensure_future(run.panel.tick())
         try:
-            with self.interrupt_stops(run):
+            with self.interrupt_stops(run), exit_refused(self.shell):
                 await run.loop.run(run.prompt)
         finally:
             ticker.cancel()
