@@ -34,6 +34,7 @@ from ..models.base import Model
 from ..result import LoopResult
 from ..stop import StopSignal
 from ..tools import Approver, Tool, tool
+from ..transcript import load_transcript
 from ..usage import Limits
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
 from .exits import exit_refused
@@ -154,7 +155,7 @@ class AgentMagics(Magics):
         Approve / Deny could never be answered there.
         """
         options, prompt = self.parse(line, cell)
-        if not prompt and not options.resume:
+        if not prompt and options.resume is None:
             raise UsageError("the prompt is empty: write it in the cell body below %%agent (or after %agent)")
         if options.out is not None and not options.out.isidentifier():
             raise AgentConfigError(f"--out needs a variable name, not {options.out!r}")
@@ -175,7 +176,7 @@ class AgentMagics(Magics):
         model = self.resolve_model(options)
         kernel = KernelTools(self.shell)
         tools = self.resolve_tools(options, kernel)
-        history = self.previous_history() if options.resume else None
+        history = self.previous_history(options.resume) if options.resume is not None else None
         stop = StopSignal()
         panel = Panel(limits, stop, throttle=options.stream_throttle)
         record = RunRecord()
@@ -263,11 +264,27 @@ class AgentMagics(Magics):
                                        "of a function or @tool in this notebook")
         return tools
 
-    def previous_history(self) -> list[dict[str, Any]]:
+    def previous_history(self, transcript: str = "") -> list[dict[str, Any]]:
+        """The history ``--continue`` goes on from: that of ``_agent``, or of a transcript file, repaired."""
+        if transcript:
+            return self.transcript_history(transcript)
         previous = self.user_ns.get("_agent")
         if not isinstance(previous, LoopResult):
             raise AgentConfigError("--continue needs a previous run: run a %%agent cell first (its result is _agent)")
         return previous.history
+
+    @staticmethod
+    def transcript_history(path: str) -> list[dict[str, Any]]:
+        try:
+            history = load_transcript(os.path.expanduser(path))
+        except FileNotFoundError:
+            raise AgentConfigError(f"--continue: there is no transcript {path!r}") from None
+        except (OSError, UnicodeError) as e:
+            raise AgentConfigError(f"--continue: cannot read {path!r} ({e})") from None
+        if not history:
+            raise AgentConfigError(f"--continue: {path!r} holds no history (is it a transcript? its lines are "
+                                   '{"event": "item", "item": {...}})')
+        return history
 
     def approver(self, panel: Panel, options: AgentOptions, clickable: bool = True) -> Approver | None:
         if options.allow_writes:

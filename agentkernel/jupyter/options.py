@@ -55,18 +55,24 @@ class Spec:
     choices: tuple[str, ...]
     metavar: str | None
     shown: str | None
+    alone: str | None = None
+    """For an option whose value may be left out: its value then. The next word is its value only if it ends with
+    ``.jsonl`` (``--continue run.jsonl``) or comes after ``=`` (``--continue=run.log``), so that the one-line
+    ``%agent --continue next question`` keeps its prompt."""
 
 
 def option(default: T, *flags: str, group: str, help: str, trait: bool = True, env: str | None = None,
-           choices: tuple[str, ...] = (), metavar: str | None = None, shown: str | None = None) -> T:
+           choices: tuple[str, ...] = (), metavar: str | None = None, shown: str | None = None,
+           alone: str | None = None) -> T:
     """One row of the table: a dataclass field carrying its :class:`Spec`.
 
     ``flags`` empty: a ``%config``-only setting. ``trait=False``: this cell only (no ``%config``). ``env``: read
     when neither the command line nor ``%config`` gives a value. ``shown``: the default as the help states it,
-    when the value alone would not say it (``$OPENAI_BASE_URL``, "the working directory").
+    when the value alone would not say it (``$OPENAI_BASE_URL``, "the working directory"). ``alone``: the value
+    when the flag is given without one (see :attr:`Spec.alone`).
     """
     assert group in GROUPS, group
-    spec = Spec(flags, group, help, trait, env, choices, metavar, shown)
+    spec = Spec(flags, group, help, trait, env, choices, metavar, shown, alone)
     if isinstance(default, list):
         items = list(default)
         return field(default_factory=lambda: list(items), metadata={"option": spec})  # type: ignore[return-value]
@@ -127,8 +133,9 @@ class AgentOptions:
     cells: bool = option(False, "--cells", group="tools",
                          help="put the code run_python ran into a new cell below when the run ends")
     # -- session and recording
-    resume: bool = option(False, "--continue", group="session and recording", trait=False,
-                          help="go on from _agent.history with this prompt as the next user message")
+    resume: str | None = option(None, "--continue", group="session and recording", trait=False, metavar="FILE",
+                                alone="", help="go on from _agent.history, or from the transcript FILE.jsonl "
+                                "(repaired on load), with this prompt as the next user message")
     out: str | None = option(None, "--out", group="session and recording", trait=False, metavar="VAR",
                              help="also store the LoopResult in the variable VAR")
     record: str | None = option(None, "--record", group="session and recording", trait=False, metavar="FILE",
@@ -185,6 +192,8 @@ class Option:
             kwargs["type"] = CONVERTERS.get(self.kind)
             if self.spec.choices:
                 kwargs.update(choices=self.spec.choices, metavar=None)
+            if self.spec.alone is not None:
+                kwargs.update(nargs="?", const=self.spec.alone)
         return magic_arguments.argument(*self.spec.flags, **kwargs)
 
     def trait(self) -> TraitType:
@@ -318,7 +327,20 @@ def split_line(line: str) -> tuple[list[str], str]:
         words.append(word)
         flag, equals, _ = word.partition("=")
         wants_value = not wants_value and flag in BY_FLAG and BY_FLAG[flag].takes_value and not equals
+        if wants_value and BY_FLAG[flag].spec.alone is not None:  # its value is optional: is the next word it?
+            wants_value = _next_word(line[stream.tell():]).lower().endswith(".jsonl")
     return words, ""
+
+
+def _next_word(text: str) -> str:
+    """The first word of ``text`` as the shell would split it ("" if none, or if its quote is not closed)."""
+    lexer = shlex.shlex(text, posix=True)
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    try:
+        return lexer.get_token() or ""
+    except ValueError:
+        return ""
 
 
 def merge(args: argparse.Namespace, configured: object) -> AgentOptions:
