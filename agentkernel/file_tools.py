@@ -16,15 +16,21 @@ same on every machine. Refusals are raised as exceptions; the loop shows their t
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import os
 import re
-from collections.abc import Iterable, Iterator
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
+from typing import Any, BinaryIO
 
 from .text import short
+from .text_files import SNIFF_BYTES, read_text_file, split_lines
+from .text_search import search_files
 from .tools import Tool, tool
 
 __all__ = [
@@ -43,8 +49,15 @@ MAX_OUTPUT_CHARS = 20_000
 MAX_LIST_ENTRIES = 1000
 MAX_MATCHES = 200
 MAX_MATCH_LINE_CHARS = 300
-SNIFF_BYTES = 8192
-"""A NUL byte among a file's first bytes marks it as binary."""
+MAX_PATTERN_CHARS = 1000
+"""Longer search patterns are refused (compiling a pattern of millions of characters takes minutes)."""
+SEARCH_SECONDS = 5.0
+"""One search_text call stops after this long and says so, keeping the matches found until then."""
+READ_CHUNK_BYTES = 1 << 20
+"""read_file skips to an offset in a big file this many bytes at a time, whatever its line lengths."""
+READ_PART_BYTES = 4 * MAX_OUTPUT_CHARS
+"""The most bytes read_file takes from a big file after the offset: a full output even if every character
+takes 4 bytes."""
 SKIPPED_DIRS = ("__pycache__",)
 """Directories search_text does not enter, besides hidden ones (.git, .venv, ...)."""
 
@@ -62,7 +75,7 @@ class _Located:
         relative = (path or self.path).relative_to(self.base).as_posix()
         if relative == ".":
             return self.prefix.rstrip("/") or "."
-        return self.prefix + relative
+        return self.prefix + shown_name(relative)
 
 
 class PathPolicy:
@@ -73,12 +86,14 @@ class PathPolicy:
     whose target is outside it, paths with NUL bytes, binary files (a NUL byte in the first 8 KiB, or not
     valid UTF-8), and whole reads of files over ``max_file_bytes``. A relative path starting with
     ``agentkernel/`` that does not exist under the root is looked up in the installed package, with the
-    same checks against the package directory.
+    same checks against the package directory. One search stops after ``search_seconds``.
     """
 
-    def __init__(self, root: str | os.PathLike[str] | None = None, *, max_file_bytes: int = MAX_FILE_BYTES):
+    def __init__(self, root: str | os.PathLike[str] | None = None, *, max_file_bytes: int = MAX_FILE_BYTES,
+                 search_seconds: float = SEARCH_SECONDS):
         self._root = Path(root).resolve() if root is not None else None
         self.max_file_bytes = max_file_bytes
+        self.search_seconds = search_seconds
 
     @property
     def root(self) -> Path:
@@ -94,6 +109,10 @@ class PathPolicy:
             raise TypeError(f"path must be a string, got {type(path).__name__}")
         if "\0" in path:
             raise ValueError(f"path {path!r} contains a NUL byte")
+        with _without_abspath(path or "."):  # e.g. "File name too long" from exists(), naming the absolute path
+            return self._find(_os_name(path, self.root))
+
+    def _find(self, path: str) -> _Located:
         root = self.root
         given = Path(path or ".")
         candidate = given if given.is_absolute() else root / given
@@ -112,8 +131,8 @@ class PathPolicy:
             raise PermissionError(f"path {path!r} is outside the project root")
         raise FileNotFoundError(f"no such file or directory: {path!r}")
 
-    def _read_bytes(self, located: _Located) -> bytes:
-        """A regular file's bytes if it is small enough; raise with the reason otherwise."""
+    def _read_text(self, located: _Located) -> str:
+        """A regular file's text if it is small enough; raise with the reason otherwise."""
         shown = located.show()
         if located.path.is_dir():
             raise IsADirectoryError(f"{shown!r} is a directory; use list_dir to see what it holds")
@@ -127,7 +146,10 @@ class PathPolicy:
                 "whole; pass offset and limit to read part of it (e.g. offset=1, limit=200)"
             )
         with _without_abspath(shown):
-            return located.path.read_bytes()
+            try:
+                return read_text_file(os.fspath(located.path), self.max_file_bytes)  # it may have grown
+            except ValueError as e:
+                raise ValueError(f"{shown!r} is {e}") from None
 
     # -- the tools (their docstrings are what the model reads) -----------------------------------------------
 
@@ -150,7 +172,7 @@ class PathPolicy:
         if partial and located.path.is_file() and located.path.stat().st_size > self.max_file_bytes:
             with _without_abspath(shown):
                 return _read_part(located.path, shown, first, limit)
-        lines = _split_lines(_decode(self._read_bytes(located), shown))
+        lines = split_lines(self._read_text(located))
         if not lines:
             return "[empty file]"
         if first > len(lines):
@@ -179,7 +201,7 @@ class PathPolicy:
             entries = sorted(scan, key=lambda e: e.name)
         if not entries:
             return "[empty directory]"
-        names = [e.name + "/" if _is_dir(e) else e.name for e in entries[:MAX_LIST_ENTRIES]]
+        names = [shown_name(e.name) + ("/" if _is_dir(e) else "") for e in entries[:MAX_LIST_ENTRIES]]
         kept, _ = _take(names, MAX_OUTPUT_CHARS)
         text = "\n".join(kept)
         if len(kept) < len(entries):
@@ -193,41 +215,59 @@ class PathPolicy:
             pattern: Regular expression to look for in each line; invalid expressions are searched as literal text.
             path: File or directory to search, relative to the project root (default: the whole project).
         """  # noqa: E501
-        header = ""
+        return self._search(pattern, path)
+
+    def _search(self, pattern: str, path: str, cancelled: threading.Event | None = None) -> str:
+        if len(pattern) > MAX_PATTERN_CHARS:
+            raise ValueError(f"the pattern is {len(pattern):,} characters long; at most {MAX_PATTERN_CHARS:,} "
+                             "are searched")
+        header, regex = "", pattern
         try:
-            regex = re.compile(pattern)
-        except re.error as e:
-            regex = re.compile(re.escape(pattern))
+            re.compile(pattern)
+        except (re.error, OverflowError) as e:  # OverflowError: a repeat count such as {4294967296}
             header = f"[{pattern!r} is not a valid regular expression ({e}); searched for it as literal text]"
+            regex = re.escape(pattern)
         located = self._locate(path)
         explicit = not located.path.is_dir()
-        files = [located.path] if explicit else self._walk(located)
-        matches: list[str] = []
-        skipped = 0
-        for file in files:
-            here = _Located(file, located.base, located.prefix)
-            try:
-                text = _decode(self._read_bytes(here), here.show())
-            except (OSError, ValueError):
-                if explicit:
-                    raise
-                skipped += 1
-                continue
-            for number, line in enumerate(_split_lines(text), 1):
-                if regex.search(line):
-                    matches.append(f"{here.show()}:{number}: {short(line, MAX_MATCH_LINE_CHARS)}")
-                    if len(matches) > MAX_MATCHES:
-                        break
-            if len(matches) > MAX_MATCHES:
-                break
+        if explicit and not located.path.is_file():
+            raise ValueError(f"{located.show()!r} is not a regular file")
+        deadline = time.monotonic() + self.search_seconds  # listing the files counts against the limit too
+        files = [located.path] if explicit else self._listed(located, deadline, cancelled)
+        if time.monotonic() >= deadline:
+            return (f"[search stopped at its {self.search_seconds:g}-second limit while listing the files under "
+                    f"{located.show()!r} ({len(files):,} so far), before searching any: narrow the path]")
+        found = search_files(regex, [os.fspath(f) for f in files], seconds=max(deadline - time.monotonic(), 0.1),
+                             max_bytes=self.max_file_bytes, max_matches=MAX_MATCHES + 1,
+                             line_chars=4 * MAX_MATCH_LINE_CHARS,  # short() below squeezes the whitespace
+                             cancelled=cancelled)
+        if explicit and found.skipped:
+            raise ValueError(f"{located.show()!r} is {found.skipped[0]}")
+        shown = [located.show(f) for f in files]
+        matches = [f"{shown[i]}:{number}: {short(line, MAX_MATCH_LINE_CHARS)}" for i, number, line in found.matches]
         kept, _ = _take(matches[:MAX_MATCHES], MAX_OUTPUT_CHARS - 500)  # room for the notes
         lines = [header] if header else []
-        lines += kept or [f"no matches for {pattern!r} in {located.show()!r}"]
+        stopped = " before the search was stopped" if found.timed_out else ""
+        lines += kept or [f"no matches for {pattern!r} in {located.show()!r}{stopped}"]
         if len(kept) < len(matches):
             lines.append(f"[showing the first {len(kept)} matches; narrow the pattern or the path for more]")
-        if skipped:
-            lines.append(f"[skipped {skipped} binary, oversized or unreadable files]")
+        if found.skipped:
+            lines.append(f"[skipped {len(found.skipped)} binary, oversized or unreadable files]")
+        if found.timed_out:
+            at = found.reached
+            where = f" in {shown[at]!r} (file {at + 1} of {len(files)})" if at >= 0 else ""
+            lines.append(f"[search stopped at its {self.search_seconds:g}-second limit{where}: the pattern is too "
+                         "slow on this text (nested repeats such as (a+)+ backtrack exponentially); simplify it or "
+                         "narrow the path]")
         return "\n".join(lines)
+
+    def _listed(self, top: _Located, deadline: float, cancelled: threading.Event | None) -> list[Path]:
+        """The files :meth:`_walk` yields, until the deadline or a cancel."""
+        files = []
+        for file in self._walk(top):
+            files.append(file)
+            if time.monotonic() >= deadline or (cancelled is not None and cancelled.is_set()):
+                break
+        return files
 
     def _walk(self, top: _Located) -> Iterator[Path]:
         """Files under a directory in sorted order, not entering hidden dirs nor following dir symlinks,
@@ -269,21 +309,22 @@ def _without_abspath(shown: str) -> Iterator[None]:
         raise type(e)(f"cannot read {shown!r}: {e.strerror or type(e).__name__}") from None
 
 
-def _decode(data: bytes, shown: str) -> str:
-    if b"\0" in data[:SNIFF_BYTES]:
-        raise ValueError(f"{shown!r} is a binary file, not text")
+def _os_name(path: str, root: Path) -> str:
+    """``path`` as ``os`` knows it: ``\\xNN`` escapes from :func:`shown_name` turned back into the bytes they
+    stand for, unless a file by the literal name exists."""
+    if "\\x" not in path or os.path.lexists(root / path):
+        return path
+    return re.sub(r"\\x([89a-f][0-9a-f])", lambda m: chr(0xDC00 + int(m[1], 16)), path)
+
+
+def shown_name(name: str) -> str:
+    """A file name as the model sees it: bytes that are not UTF-8 (which ``os`` hands over as lone surrogates,
+    unencodable anywhere else) shown as ``\\xNN`` escapes, which the tools accept back in paths."""
     try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ValueError(f"{shown!r} is not UTF-8 text (binary?)") from None
-
-
-def _split_lines(text: str) -> list[str]:
-    """Lines split at "\\n" only (as a line-by-line file read does), without their line endings."""
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line.removesuffix("\r") for line in lines]
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return name
 
 
 def _take(lines: Iterable[str], budget: int) -> tuple[list[str], int | None]:
@@ -302,18 +343,29 @@ def _take(lines: Iterable[str], budget: int) -> tuple[list[str], int | None]:
 
 
 def _read_part(path: Path, shown: str, first: int, limit: int | None) -> str:
-    """Lines of a file too big to read whole, streamed so that only the asked part is decoded."""
+    """Lines of a file too big to read whole. Holds at most one chunk and one output's worth of bytes at a time,
+    however long its lines are (a 2 GB line is skipped a chunk at a time, never held)."""
     size = path.stat().st_size
     with path.open("rb") as f:
         if b"\0" in f.read(SNIFF_BYTES):
             raise ValueError(f"{shown!r} is a binary file, not text")
         f.seek(0)
-        end = None if limit is None else first - 1 + limit
-        raw_lines = islice(f, first - 1, end)
-        lines = (_decode(raw, shown).removesuffix("\n").removesuffix("\r") for raw in raw_lines)
-        kept, cut = _take(lines, MAX_OUTPUT_CHARS)
-    if not kept:
-        raise ValueError(f"offset {first} is past the end of {shown!r}")
+        data = f.read(READ_PART_BYTES + 1) if _skip_lines(f, first - 1) else b""
+    more = len(data) > READ_PART_BYTES  # the file goes on past what was read
+    *complete, tail = data[:READ_PART_BYTES].split(b"\n")
+    if tail and not more:  # the file's last line, with no newline at its end
+        complete.append(tail)
+    if not complete:
+        if not more:
+            raise ValueError(f"offset {first} is past the end of {shown!r}")
+        head = _decode_prefix(tail, shown)[:MAX_OUTPUT_CHARS]
+        return (f"{head}\n[line {first} is longer than {READ_PART_BYTES:,} bytes; showing its first "
+                f"{len(head):,} characters]")
+    try:
+        lines = [raw.decode("utf-8").removesuffix("\r") for raw in complete[:limit]]
+    except UnicodeDecodeError:
+        raise ValueError(f"{shown!r} is not UTF-8 text (binary?)") from None
+    kept, cut = _take(lines, MAX_OUTPUT_CHARS)
     if cut is not None:
         return f"{kept[0]}\n[line {first} is {cut:,} characters; showing the first {MAX_OUTPUT_CHARS:,}]"
     last = first + len(kept) - 1
@@ -321,15 +373,81 @@ def _read_part(path: Path, shown: str, first: int, limit: int | None) -> str:
     return "\n".join(kept) + "\n" + note
 
 
+def _skip_lines(f: BinaryIO, count: int) -> bool:
+    """Move ``f`` past ``count`` newlines, reading a chunk at a time; False if the file ends first."""
+    while count:
+        chunk = f.read(READ_CHUNK_BYTES)
+        if not chunk:
+            return False
+        newlines = chunk.count(b"\n")
+        if newlines < count:
+            count -= newlines
+            continue
+        end = -1
+        for _ in range(count):
+            end = chunk.index(b"\n", end + 1)
+        f.seek(end + 1 - len(chunk), os.SEEK_CUR)
+        return True
+    return True
+
+
+def _decode_prefix(data: bytes, shown: str) -> str:
+    """The start of a UTF-8 text cut at any byte: a character cut in two at the end is left out."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.reason == "unexpected end of data":
+            return data[: e.start].decode("utf-8")
+        raise ValueError(f"{shown!r} is not UTF-8 text (binary?)") from None
+
+
+def _relative_errors(method: Callable[..., str], policy: PathPolicy) -> Callable[..., str]:
+    """``method`` with the absolute root (and package) path taken out of the message of any error it raises:
+    the model names paths relative to the root, and a notebook output must not differ between machines."""
+
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> str:
+        try:
+            return method(*args, **kwargs)
+        except Exception as e:
+            message = str(e)
+            bases = {str(PACKAGE_DIR): PACKAGE_DIR.name, str(policy.root): "."}
+            relative = message
+            for base, name in sorted(bases.items(), key=lambda b: -len(b[0])):  # the package may lie under the root
+                if len(base) > 1:
+                    relative = relative.replace(base + os.sep, "" if name == "." else name + "/").replace(base, name)
+            if relative == message:
+                raise
+            try:
+                error = type(e)(relative)
+            except Exception:  # an exception type that wants other arguments
+                error = ValueError(relative)
+            raise error from None
+
+    return call
+
+
 def file_tools(root: str | os.PathLike[str] | PathPolicy | None = None) -> list[Tool]:
     """The tools ``read_file``, ``list_dir`` and ``search_text`` bound to one :class:`PathPolicy`.
 
     ``root`` is the project root (default: the working directory at the time of each call), or a ready
-    ``PathPolicy`` (e.g. with another ``max_file_bytes``).
+    ``PathPolicy`` (e.g. with another ``max_file_bytes``). ``search_text`` is an async function (its search
+    runs in a thread and a child process that a stopped run kills); the other two are plain functions.
     """
     policy = root if isinstance(root, PathPolicy) else PathPolicy(root)
+    read, list_, search = (_relative_errors(method, policy) for method in (policy.read_file, policy.list_dir,
+                                                                            policy._search))
+
+    @functools.wraps(policy.search_text)
+    async def search_text(pattern: str, path: str = ".") -> str:
+        cancelled = threading.Event()
+        try:
+            return await asyncio.to_thread(search, pattern, path, cancelled)
+        finally:  # also when the run is stopped: the search process is killed at once, not at its time limit
+            cancelled.set()
+
     # They cut their own output to MAX_OUTPUT_CHARS and then add a note saying what to ask for next: no second cut.
-    return [tool(f, max_output_chars=None) for f in (policy.read_file, policy.list_dir, policy.search_text)]
+    return [tool(f, max_output_chars=None) for f in (read, list_, search_text)]
 
 
 read_file, list_dir, search_text = file_tools()

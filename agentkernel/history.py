@@ -8,13 +8,16 @@ Items are plain dicts:
   runtime wrote it because the tool never ran or never finished)
 
 The invariant: every ``function_call`` has exactly one ``function_call_output`` after it with the same
-``call_id``, and no output is without its call.
+``call_id``, and no output is without its call. Every string in an item is valid Unicode (see :func:`valid_item`),
+so a history can always be written, shown and sent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
+
+from .text import valid_text
 
 Item = dict[str, Any]
 
@@ -36,6 +39,25 @@ def function_call_output(call_id: str, output: str, *, synthetic: bool = False) 
     if synthetic:
         item["synthetic"] = True
     return item
+
+
+def valid_item(item: Item) -> Item:
+    """``item`` with lone surrogates replaced in every string it holds, at any depth: the item itself when all its
+    values are ASCII text (the common case, checked quickly), else a copy."""
+    if all(type(value) is str and value.isascii() for value in item.values()):
+        return item
+    clean = _valid_value(item)
+    return clean if isinstance(clean, dict) else item
+
+
+def _valid_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, dict):
+        return {_valid_value(k): _valid_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_valid_value(v) for v in value]
+    return value
 
 
 def history_problems(history: Iterable[Item]) -> list[str]:
@@ -81,23 +103,28 @@ MISSING_OUTPUT = "no output: the run stopped before this call finished"
 def repair_history(history: Iterable[Item]) -> list[Item]:
     """Return a copy of ``history`` that satisfies the invariant.
 
-    Outputs without a call before them and second outputs are dropped, as is a call that reuses a call_id.
+    Outputs without a call before them and second outputs are dropped, as is a call that reuses a call_id
+    and a call or output whose call_id is not a string.
     A call left without an output gets a synthetic one at the end of its round (the run of call and
     output items it stands in), so the model sees every call answered before the conversation goes on.
+    Lone surrogates in any string are replaced (:func:`valid_item`).
     """
     kept: list[Item] = []
-    calls: set[Any] = set()
-    answered: set[Any] = set()
-    for item in history:
+    calls: set[str] = set()
+    answered: set[str] = set()
+    for item in map(valid_item, history):
         kind, call_id = item.get("type"), item.get("call_id")
-        if kind == "function_call":
-            if call_id in calls:
-                continue
-            calls.add(call_id)
-        elif kind == "function_call_output":
-            if call_id not in calls or call_id in answered:
-                continue
-            answered.add(call_id)
+        if kind in ("function_call", "function_call_output"):
+            if not isinstance(call_id, str):
+                continue  # nothing can be matched to it (a hand-edited or corrupt transcript)
+            if kind == "function_call":
+                if call_id in calls:
+                    continue
+                calls.add(call_id)
+            else:
+                if call_id not in calls or call_id in answered:
+                    continue
+                answered.add(call_id)
         kept.append(dict(item))
 
     repaired: list[Item] = []

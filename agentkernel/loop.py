@@ -40,6 +40,7 @@ from .models.base import (
 )
 from .result import LoopResult
 from .stop import StopSignal
+from .text import valid_text
 from .tools import Approver, Tool, ToolCall, ToolStatus, as_registry, run_round
 from .transcript import Transcript, transcript_dir
 from .usage import Limits, Usage
@@ -176,11 +177,12 @@ class AgentLoop:
             async for event in stream:
                 if isinstance(event, TextDelta):
                     text.append(event.text)
-                    self.emit(event)
+                    self.emit(TextDelta(valid_text(event.text)))
                 elif isinstance(event, FunctionCallProgress):
                     self.emit(event)
                 elif isinstance(event, FunctionCallEvent):
-                    calls.append(ToolCall(event.call_id, event.name, event.arguments))
+                    calls.append(ToolCall(valid_text(event.call_id), valid_text(event.name),
+                                          valid_text(event.arguments)))
                 elif isinstance(event, UsageEvent):
                     self.usage.input_tokens += event.input_tokens
                     self.usage.output_tokens += event.output_tokens
@@ -205,7 +207,7 @@ class AgentLoop:
         try:
             await self._race(run_round(runnable, self.tools, self.approve,
                                        lambda c: self.emit(ToolCallStarted(c)),
-                                       lambda c: self.emit(ToolCallFinished(c))))
+                                       self._finished))
         except _Stopped as stopped:
             return stopped.trip
         finally:  # also when the task running the loop is cancelled: keep the outputs of the calls that finished
@@ -260,9 +262,14 @@ class AgentLoop:
                 timer.cancel()
         raise _Stopped(Trip("aborted", self.stop.reason) if self.stop.is_set() else self.limits.wall_clock_trip())
 
+    def _finished(self, call: ToolCall) -> None:
+        call.output = valid_text(call.output)  # guards, listeners and the history all see text that encodes
+        self.emit(ToolCallFinished(call))
+
     # -- committing ------------------------------------------------------------------------------------------
 
     def commit(self, item: h.Item) -> None:
+        item = h.valid_item(item)
         self.history.append(item)
         if self.transcript:
             self.transcript.item(item)
@@ -276,6 +283,7 @@ class AgentLoop:
         self.commit(h.function_call(call.call_id, call.name, call.arguments))
 
     def _commit_text(self, text: str) -> None:
+        text = valid_text(text)
         if text:
             self.commit(h.assistant_message(text))
             self.last_text = text
@@ -303,7 +311,7 @@ class AgentLoop:
             rounds=self.rounds,
             tool_calls=self.tool_calls,
             partial_findings=self.findings,
-            detail=trip.detail,
+            detail=valid_text(trip.detail),
             run_id=self.run_id,
             transcript=str(self.transcript.path) if self.transcript else None,
         )

@@ -1,4 +1,5 @@
-"""Small text helpers shared by the loop, the tools and the renderings: one line, cut, and call arguments."""
+"""Small text helpers shared by the loop, the tools and the renderings: one line, cut, call arguments, and text
+that is always safe to encode (no lone surrogates) and to write as a JSON line."""
 
 from __future__ import annotations
 
@@ -17,6 +18,32 @@ def cut(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}\n… ({len(text):,} characters in all)"
+
+
+def valid_text(text: str) -> str:
+    """``text`` with every lone surrogate (``"\\ud800"``, which UTF-8 cannot encode) replaced by U+FFFD.
+
+    Such text comes from APIs that send ``"\\ud800"`` escapes, from tools, and from file names that are not
+    valid UTF-8; kept as it is, it breaks every later write (a transcript, a display message, a request).
+    """
+    if not isinstance(text, str):  # a malformed model event (``"delta": 7``): its adapter reports it, not this
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # surrogatepass + utf-16 joins the surrogates that do form pairs
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def json_line(record: Any) -> str:
+    """``record`` as one line of JSON that can always be written as UTF-8: lone surrogates as ``\\u`` escapes
+    (which ``json.loads`` turns back into the same text), values JSON cannot hold as their ``str``."""
+    line = json.dumps(record, ensure_ascii=False, default=str)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(record, default=str)
+    return line
 
 
 def load_arguments(arguments: str) -> Any:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import IO, Any
 
 from .history import Item, repair_history
+from .text import json_line
 
 
 def transcript_dir() -> Path:
@@ -20,10 +23,13 @@ class Transcript:
 
     Lines are ``{"event": "item", "item": {...}}``, with one ``{"event": "start", ...}`` first and one
     ``{"event": "finish", ...}`` last, so a kernel that dies loses nothing committed before it died.
+    Text that UTF-8 cannot encode (lone surrogates) is written as JSON escapes. A write that fails (a full
+    disk, a removed directory) warns once and ends the transcript, never the run; ``error`` says why.
     """
 
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
+        self.error: str | None = None
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
         if _ends_mid_line(self.path):  # an earlier run died mid-write: keep this run's first record whole
@@ -32,16 +38,22 @@ class Transcript:
     def write(self, record: dict[str, Any]) -> None:
         if self._file is None:
             return
-        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self._file.flush()
+        try:
+            self._file.write(json_line(record) + "\n")
+            self._file.flush()
+        except (OSError, ValueError) as e:  # ValueError: a value JSON cannot hold
+            self.error = f"cannot write the transcript {self.path}: {e}"
+            warnings.warn(f"{self.error}; the run goes on without it", RuntimeWarning, stacklevel=2)
+            self.close()
 
     def item(self, item: Item) -> None:
         self.write({"event": "item", "item": item})
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.close()
-            self._file = None
+            file, self._file = self._file, None
+            with contextlib.suppress(OSError):  # a full disk fails the final flush too: already reported
+                file.close()
 
 
 def _ends_mid_line(path: Path) -> bool:

@@ -191,7 +191,7 @@ def test_os_errors_name_the_relative_path_only(project: Path, monkeypatch: pytes
     def denied(path: object, *args: object) -> None:
         raise PermissionError(13, "Permission denied", str(path))  # what the OS raises, absolute path included
 
-    monkeypatch.setattr(Path, "read_bytes", denied)
+    monkeypatch.setattr(file_tools_module, "read_text_file", denied)
     monkeypatch.setattr(os, "scandir", denied)
     with pytest.raises(PermissionError) as info:
         call(project, "read_file", path="notes.txt")

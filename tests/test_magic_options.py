@@ -13,6 +13,8 @@ import pytest
 from kernel_client import KernelSession, kernel_env
 from test_magic_kernel import RESET
 
+from agentkernel.file_tools import FILE_TOOL_NAMES
+from agentkernel.jupyter.kernel_tools import KERNEL_TOOL_NAMES
 from agentkernel.jupyter.options import GROUPS, OPTIONS, AgentOptions, merge, split_line
 
 # A tool whose output changes every call: the repeated-call guard never trips, so only the stuck window (calls
@@ -62,7 +64,7 @@ def test_merge_order_command_line_then_config_then_environment(monkeypatch: pyte
     monkeypatch.setenv("OPENAI_BASE_URL", "http://env")
     merged = merge(argparse.Namespace(), configured)
     assert (merged.model, merged.base_url, merged.max_seconds) == ("from-env", "http://configured", 5.0)
-    assert merged.tools == ["read_file", "list_dir", "search_text"] and merged.tools is not configured.tools
+    assert merged.tools == [*FILE_TOOL_NAMES, *KERNEL_TOOL_NAMES] and merged.tools is not configured.tools
     merged = merge(argparse.Namespace(model="cli", max_seconds=0.0, out="res"), configured)
     assert (merged.model, merged.max_seconds, merged.out) == ("cli", 0.0, "res")  # 0 switches a configured cap off
 

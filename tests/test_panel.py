@@ -170,10 +170,11 @@ def test_approvals_stay_until_answered_then_fold_and_close_their_widgets():
     async def click_approve(call, t):
         answer = asyncio.ensure_future(panel.approve(call, t, None))
         await asyncio.sleep(0)  # the row is shown
-        row = panel.live[-1].view
-        assert row in panel.body.children and panel.live[-1].busy  # never folded while it waits
-        asked.append(row.children[0].value)
-        row.children[1].click()  # Approve
+        shown = panel.live[-1].view  # the call's arguments above a row: the question, Approve, Deny
+        assert shown in panel.body.children and panel.live[-1].busy  # never folded while it waits
+        arguments, (note, approve, _) = shown.children[0], shown.children[1].children
+        asked.append(arguments.value + note.value)
+        approve.click()
         return await answer
 
     before = len(alive_widgets)
@@ -181,7 +182,7 @@ def test_approvals_stay_until_answered_then_fold_and_close_their_widgets():
     result = asyncio.run(run("go", model=ScriptedModel(script), tools=[write], approve=click_approve,
                              on_event=panel))
     assert result.status == "complete" and [f["output"] for f in result.partial_findings] == ["written"] * 40
-    assert len(asked) == 40 and "has side effects. Run it?" in asked[0]
+    assert len(asked) == 40 and '"i": 0' in asked[0] and "has side effects. Run it?" in asked[0]
     fold = panel.body.children[0].value
     counted = re.search(r"(\d+) earlier entries folded \((\d+) calls, (\d+) approvals\)", fold)
     assert counted and int(counted.group(1)) == int(counted.group(2)) + int(counted.group(3)), fold

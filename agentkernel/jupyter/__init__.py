@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from .errors import STOP_ERRORS, AgentConfigError, AgentError, AgentStop
+from .kernel_tools import KERNEL_TOOL_NAMES, KernelTools, kernel_tools
 from .magics import AgentMagics
 from .transform import rewrite_agent_cell
 
-__all__ = ["STOP_ERRORS", "AgentConfigError", "AgentError", "AgentMagics", "AgentStop", "load_ipython_extension",
-           "unload_ipython_extension"]
+__all__ = ["KERNEL_TOOL_NAMES", "STOP_ERRORS", "AgentConfigError", "AgentError", "AgentMagics", "AgentStop",
+           "KernelTools", "kernel_tools", "load_ipython_extension", "unload_ipython_extension"]
 
 
 def load_ipython_extension(ipython) -> None:  # noqa: ANN001

@@ -16,13 +16,14 @@ import contextlib
 import contextvars
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.display import display
 
 from ..events import Event
@@ -33,9 +34,11 @@ from ..models.base import Model
 from ..result import LoopResult
 from ..stop import StopSignal
 from ..tools import Approver, Tool, tool
+from ..transcript import load_transcript
 from ..usage import Limits
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
 from .exits import exit_refused
+from .kernel_tools import KernelTools
 from .options import AgentOptions, merge, option_arguments, option_traits, split_line
 from .panel import PANEL_TEXT, Panel
 from .render import RunRecord, render_html, render_text
@@ -63,6 +66,8 @@ class CellRun:
     record: RunRecord
     prompt: str
     out: str | None
+    kernel: KernelTools
+    cells: bool = False
     interrupted: bool = False
 
 
@@ -75,6 +80,7 @@ class AgentMagics(Magics):
     # -- the magic -------------------------------------------------------------------------------------------
 
     @option_arguments
+    @no_var_expand  # the magic expands the prompt itself (unless --no-expand), and never the options
     @line_cell_magic
     def agent(self, line: str, cell: str | None = None) -> None:
         """Run an LLM tool-use loop on the prompt, showing tool calls, streamed text and a Stop button.
@@ -149,7 +155,7 @@ class AgentMagics(Magics):
         Approve / Deny could never be answered there.
         """
         options, prompt = self.parse(line, cell)
-        if not prompt and not options.resume:
+        if not prompt and options.resume is None:
             raise UsageError("the prompt is empty: write it in the cell body below %%agent (or after %agent)")
         if options.out is not None and not options.out.isidentifier():
             raise AgentConfigError(f"--out needs a variable name, not {options.out!r}")
@@ -165,9 +171,12 @@ class AgentMagics(Magics):
             max_stale_turns=options.stale_turns,
             max_consecutive_failures=options.failure_rounds,
         )
+        if options.expand:
+            prompt = self.expand(prompt)
         model = self.resolve_model(options)
-        tools = self.resolve_tools(options)
-        history = self.previous_history() if options.resume else None
+        kernel = KernelTools(self.shell)
+        tools = self.resolve_tools(options, kernel)
+        history = self.previous_history(options.resume) if options.resume is not None else None
         stop = StopSignal()
         panel = Panel(limits, stop, throttle=options.stream_throttle)
         record = RunRecord()
@@ -179,14 +188,24 @@ class AgentMagics(Magics):
             limits=limits,
             guards=guards,
             stop=stop,
-            on_event=fan_out(panel, record),
+            on_event=fan_out(panel, record, kernel),
             approve=self.approver(panel, options, clickable),
             transcript=options.transcripts,
         )
         bundle = panel.widget._repr_mimebundle_()
         bundle["text/plain"] = PANEL_TEXT  # a fixed text, so saved notebooks compare equal under nbval
         display(bundle, raw=True)
-        return CellRun(loop=loop, panel=panel, record=record, prompt=prompt, out=options.out)
+        kernel.on_displays = panel.show_displays
+        return CellRun(loop=loop, panel=panel, record=record, prompt=prompt, out=options.out, kernel=kernel,
+                       cells=options.cells)
+
+    def expand(self, prompt: str) -> str:
+        """``{expression}`` and ``$name`` replaced by IPython's rules for magic lines; a prompt with a field that does
+        not evaluate (JSON, say) is left as written."""
+        assert self.shell is not None, "AgentMagics is used inside an IPython shell"
+        # var_expand also reads the locals of the frame `depth` levels up; past the top of the stack there is none,
+        # so only the user namespace counts, as for a magic line at the top level of a cell.
+        return str(self.shell.var_expand(prompt, depth=sys.getrecursionlimit()))
 
     def resolve_model(self, options: AgentOptions) -> Model:
         if options.replay and options.record:
@@ -229,8 +248,8 @@ class AgentMagics(Magics):
         return cls(name or DEFAULT_OPENAI_MODEL, base_url=base_url, api_key_env=options.api_key_env or None,
                    max_output_tokens=options.max_output_tokens or None, temperature=options.temperature)
 
-    def resolve_tools(self, options: AgentOptions) -> list[Tool]:
-        available = {t.name: t for t in file_tools(options.root or None)}
+    def resolve_tools(self, options: AgentOptions, kernel: KernelTools) -> list[Tool]:
+        available = {t.name: t for t in [*file_tools(options.root or None), *kernel.tools]}
         tools: list[Tool] = []
         for name in options.tools:
             if name in self.user_ns:
@@ -245,11 +264,27 @@ class AgentMagics(Magics):
                                        "of a function or @tool in this notebook")
         return tools
 
-    def previous_history(self) -> list[dict[str, Any]]:
+    def previous_history(self, transcript: str = "") -> list[dict[str, Any]]:
+        """The history ``--continue`` goes on from: that of ``_agent``, or of a transcript file, repaired."""
+        if transcript:
+            return self.transcript_history(transcript)
         previous = self.user_ns.get("_agent")
         if not isinstance(previous, LoopResult):
             raise AgentConfigError("--continue needs a previous run: run a %%agent cell first (its result is _agent)")
         return previous.history
+
+    @staticmethod
+    def transcript_history(path: str) -> list[dict[str, Any]]:
+        try:
+            history = load_transcript(os.path.expanduser(path))
+        except FileNotFoundError:
+            raise AgentConfigError(f"--continue: there is no transcript {path!r}") from None
+        except (OSError, UnicodeError) as e:
+            raise AgentConfigError(f"--continue: cannot read {path!r} ({e})") from None
+        if not history:
+            raise AgentConfigError(f"--continue: {path!r} holds no history (is it a transcript? its lines are "
+                                   '{"event": "item", "item": {...}})')
+        return history
 
     def approver(self, panel: Panel, options: AgentOptions, clickable: bool = True) -> Approver | None:
         if options.allow_writes:
@@ -285,6 +320,7 @@ class AgentMagics(Magics):
             signal.signal(signal.SIGINT, previous)
 
     def publish(self, run: CellRun, result: LoopResult) -> None:
+        result.executed_code = run.kernel.executed_code
         self.user_ns["_agent"] = result
         if run.out:
             self.user_ns[run.out] = result
@@ -301,6 +337,12 @@ class AgentMagics(Magics):
             "text/html": render_html(result, run.record),
             "text/plain": render_text(result, run.record),
         }, raw=True)
+        for image in run.kernel.images():  # run_python's figures, hidden the same way where the panel shows them
+            display({WIDGET_VIEW: {"version_major": 2, "version_minor": 0, "model_id": ""}, **image.data},
+                    metadata=image.metadata, raw=True)
+        if run.cells and result.executed_code:
+            assert self.shell is not None
+            self.shell.set_next_input("\n\n".join(code.strip() for code in result.executed_code), replace=False)
         if run.interrupted:
             raise RunInterrupted("the agent run was interrupted; its history is kept in _agent") from None
         if result.status in STOP_ERRORS:

@@ -33,6 +33,7 @@ from IPython.core.error import UsageError
 from traitlets import Bool, Enum, Float, Int, List, TraitType, Unicode
 
 from ..file_tools import FILE_TOOL_NAMES
+from .kernel_tools import KERNEL_TOOL_NAMES
 
 T = TypeVar("T")
 
@@ -54,18 +55,24 @@ class Spec:
     choices: tuple[str, ...]
     metavar: str | None
     shown: str | None
+    alone: str | None = None
+    """For an option whose value may be left out: its value then. The next word is its value only if it ends with
+    ``.jsonl`` (``--continue run.jsonl``) or comes after ``=`` (``--continue=run.log``), so that the one-line
+    ``%agent --continue next question`` keeps its prompt."""
 
 
 def option(default: T, *flags: str, group: str, help: str, trait: bool = True, env: str | None = None,
-           choices: tuple[str, ...] = (), metavar: str | None = None, shown: str | None = None) -> T:
+           choices: tuple[str, ...] = (), metavar: str | None = None, shown: str | None = None,
+           alone: str | None = None) -> T:
     """One row of the table: a dataclass field carrying its :class:`Spec`.
 
     ``flags`` empty: a ``%config``-only setting. ``trait=False``: this cell only (no ``%config``). ``env``: read
     when neither the command line nor ``%config`` gives a value. ``shown``: the default as the help states it,
-    when the value alone would not say it (``$OPENAI_BASE_URL``, "the working directory").
+    when the value alone would not say it (``$OPENAI_BASE_URL``, "the working directory"). ``alone``: the value
+    when the flag is given without one (see :attr:`Spec.alone`).
     """
     assert group in GROUPS, group
-    spec = Spec(flags, group, help, trait, env, choices, metavar, shown)
+    spec = Spec(flags, group, help, trait, env, choices, metavar, shown, alone)
     if isinstance(default, list):
         items = list(default)
         return field(default_factory=lambda: list(items), metadata={"option": spec})  # type: ignore[return-value]
@@ -86,6 +93,9 @@ class AgentOptions:
                            help="an OpenAI-compatible server (vLLM, Ollama, llama.cpp, ...)", shown="$OPENAI_BASE_URL")
     system: str = option("", "--system", group="model", metavar="TEXT", help="the system prompt",
                          shown="agentkernel's bounded-loop prompt")
+    expand: bool = option(True, "--no-expand", group="model",
+                          help="expand {expression} and $name in the prompt as IPython expands a magic line "
+                               "(--no-expand: send the prompt as written)")
     api_key_env: str = option("", "--api-key-env", group="model", metavar="NAME",
                               help="the environment variable holding the key for --base-url (OPENAI_API_KEY goes "
                                    "only to the OpenAI API or to $OPENAI_BASE_URL)", shown="none")
@@ -112,16 +122,20 @@ class AgentOptions:
     failure_rounds: int = option(3, "--failure-rounds", group="guards", metavar="N",
                                  help="stop after N rounds in a row in which every tool call failed")
     # -- tools
-    tools: list[str] = option(list(FILE_TOOL_NAMES), "--tools", group="tools", metavar="NAMES",
-                              help="built-in tools and @tool functions in the notebook, comma-separated")
+    tools: list[str] = option([*FILE_TOOL_NAMES, *KERNEL_TOOL_NAMES], "--tools", group="tools", metavar="NAMES",
+                              help="built-in tools (file and kernel tools) and @tool functions in the notebook, "
+                                   "comma-separated", shown="every built-in")
     root: str = option("", "--root", group="tools", metavar="DIR",
                        help="the only folder the built-in file tools may read", shown="the working directory")
     allow_writes: bool = option(False, "--allow-writes", group="tools", help="run side-effecting tools without asking")
     approval_timeout: float = option(300.0, group="tools",
                                      help="seconds to wait for Approve / Deny before denying (0: wait for ever)")
+    cells: bool = option(False, "--cells", group="tools",
+                         help="put the code run_python ran into a new cell below when the run ends")
     # -- session and recording
-    resume: bool = option(False, "--continue", group="session and recording", trait=False,
-                          help="go on from _agent.history with this prompt as the next user message")
+    resume: str | None = option(None, "--continue", group="session and recording", trait=False, metavar="FILE",
+                                alone="", help="go on from _agent.history, or from the transcript FILE.jsonl "
+                                "(repaired on load), with this prompt as the next user message")
     out: str | None = option(None, "--out", group="session and recording", trait=False, metavar="VAR",
                              help="also store the LoopResult in the variable VAR")
     record: str | None = option(None, "--record", group="session and recording", trait=False, metavar="FILE",
@@ -178,6 +192,8 @@ class Option:
             kwargs["type"] = CONVERTERS.get(self.kind)
             if self.spec.choices:
                 kwargs.update(choices=self.spec.choices, metavar=None)
+            if self.spec.alone is not None:
+                kwargs.update(nargs="?", const=self.spec.alone)
         return magic_arguments.argument(*self.spec.flags, **kwargs)
 
     def trait(self) -> TraitType:
@@ -311,7 +327,20 @@ def split_line(line: str) -> tuple[list[str], str]:
         words.append(word)
         flag, equals, _ = word.partition("=")
         wants_value = not wants_value and flag in BY_FLAG and BY_FLAG[flag].takes_value and not equals
+        if wants_value and BY_FLAG[flag].spec.alone is not None:  # its value is optional: is the next word it?
+            wants_value = _next_word(line[stream.tell():]).lower().endswith(".jsonl")
     return words, ""
+
+
+def _next_word(text: str) -> str:
+    """The first word of ``text`` as the shell would split it ("" if none, or if its quote is not closed)."""
+    lexer = shlex.shlex(text, posix=True)
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    try:
+        return lexer.get_token() or ""
+    except ValueError:
+        return ""
 
 
 def merge(args: argparse.Namespace, configured: object) -> AgentOptions:

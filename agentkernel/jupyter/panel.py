@@ -37,10 +37,11 @@ from ..events import (
     UsageUpdated,
 )
 from ..stop import StopSignal
-from ..text import cut, pretty_arguments
+from ..text import cut
 from ..tools import Tool, ToolCall
 from ..usage import Limits
-from .render import HTML_OUTPUT_CHARS, call_title
+from .code_runner import Output
+from .render import HTML_OUTPUT_CHARS, arguments_html, call_title
 
 PANEL_TEXT = "<agentkernel panel: the live view needs a widget front end; the run's transcript follows>"
 STATUS_COLOURS = {"ok": "#2e7d32", "error": "#c62828", "denied": "#ef6c00", "aborted": "#6d4c41",
@@ -64,6 +65,7 @@ class Entry:
     pinned: bool = False  # never folded while set (an approval waiting for its click)
     dirty: bool = True  # changed since its widgets were last brought up to date
     view: widgets.Widget | None = None  # what the panel's body shows for it
+    displays: list[Output] = field(default_factory=list)  # a call's rich outputs (run_python's images, HTML)
     parts: list[widgets.Widget] = field(default_factory=list)  # every widget it made (closed when folded)
 
     @property
@@ -308,6 +310,13 @@ class Panel:
             entry.parts = [detail, entry.view]
         assert isinstance(entry.view, widgets.Accordion)
         entry.view.set_title(0, entry.title())
+        if entry.displays and len(entry.parts) == 2:  # rich outputs arrived: shown below the section's text
+            shown = widgets.Output(layout=self.layout)
+            shown.outputs = tuple({"output_type": "display_data", "data": o.data, "metadata": o.metadata}
+                                  for o in entry.displays)
+            box = widgets.VBox([entry.parts[0], shown], layout=self.layout)
+            entry.view.children = (box,)
+            entry.parts += [shown, box]
         call = entry.call
         if call is None:
             what = DROPPED if entry.dropped else f"the model is writing the arguments: {entry.chars} characters so far"
@@ -315,12 +324,18 @@ class Panel:
             return
         output = html.escape(cut(call.output, HTML_OUTPUT_CHARS)) if call.status else "(running)"
         colour = STATUS_COLOURS.get(call.status or "", "#555")
-        arguments = html.escape(pretty_arguments(call.arguments))
         entry.parts[0].value = (
             f'<b style="color: {colour}">{call.status or "running"}</b>'
-            f"<div><i>arguments</i></div><pre style='margin: 0 0 6px'>{arguments}</pre>"
+            f"<div><i>arguments</i></div>{arguments_html(call.arguments)}"
             f"<div><i>output</i></div><pre style='margin: 0'>{output}</pre>"
         )
+
+    def show_displays(self, call_id: str, outputs: list[Output]) -> None:
+        """Show a call's rich outputs (images, HTML) in its section, below its text."""
+        entry = self.by_call.get(call_id)
+        if entry is not None:
+            entry.displays, entry.dirty = list(outputs), True
+            self.schedule()
 
     def refresh(self) -> None:
         elapsed = time.monotonic() - self.started
@@ -360,9 +375,11 @@ class Panel:
         deny.on_click(lambda _: loop.call_soon_threadsafe(decide, False))
         note = widgets.HTML(f"<code>{html.escape(call.name)}</code> has side effects. Run it?", layout=self.layout,
                             style=self.html_style)
+        arguments = widgets.HTML(arguments_html(call.arguments), layout=self.layout, style=self.html_style)
         row = widgets.HBox([note, approve, deny], layout=self.layout)
-        entry = self.add(Entry("approval", name=call.name, pinned=True, dirty=False, view=row,
-                               parts=[note, approve, deny, row]))
+        box = widgets.VBox([arguments, row], layout=self.layout)
+        entry = self.add(Entry("approval", name=call.name, pinned=True, dirty=False, view=box,
+                               parts=[arguments, note, approve, deny, row, box]))
         self.flush(now=True)  # a person has to see it now
         try:
             verdict = await asyncio.wait_for(answer, timeout)

@@ -7,6 +7,7 @@ compares. Both forms are deterministic: no timings, run ids, call ids or absolut
 from __future__ import annotations
 
 import html
+import json
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -73,6 +74,24 @@ def headline(result: LoopResult) -> str:
 
 def call_title(call: ToolCall) -> str:
     return f"{call.name}({short_arguments(call.arguments)}) · {call.status or 'running'}"
+
+
+def arguments_html(arguments: str) -> str:
+    """A call's arguments for the panel: a ``code`` argument as highlighted Python (run_python's), else indented
+    JSON."""
+    try:
+        value = json.loads(arguments)
+    except (json.JSONDecodeError, TypeError):
+        value = None
+    if isinstance(value, dict) and isinstance(value.get("code"), str):
+        from pygments import highlight  # IPython's own dependency
+        from pygments.formatters import HtmlFormatter
+        from pygments.lexers import PythonLexer
+
+        code = highlight(value["code"], PythonLexer(), HtmlFormatter(noclasses=True, nobackground=True))
+        rest = {k: v for k, v in value.items() if k != "code"}
+        return code + (f"<pre style='margin: 0'>{html.escape(json.dumps(rest, indent=2))}</pre>" if rest else "")
+    return f"<pre style='margin: 0 0 6px'>{html.escape(pretty_arguments(arguments))}</pre>"
 
 
 def render_text(result: LoopResult, record: RunRecord) -> str:

@@ -29,7 +29,7 @@ from typing import Any
 
 from ..history import Item
 from ..redact import known_secrets, redact
-from ..text import short
+from ..text import json_line, short
 from .base import (
     FunctionCallEvent,
     FunctionCallProgress,
@@ -159,7 +159,7 @@ class RecordingModel:
     def _write(self, record: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("w" if self._fresh else "a", encoding="utf-8") as file:
-            file.write(json.dumps(record, ensure_ascii=False) + "\n")
+            file.write(json_line(record) + "\n")  # model text may hold lone surrogates
         self._fresh = False
 
 

@@ -63,6 +63,13 @@ to_approve, to_deny = approval_model(), approval_model()''',
         "%%agent -m to_approve --tools write_note\nWrite hello into the note.",
         "%%agent -m to_deny --tools write_note\nWrite hello into the note.",
     ],
+    "kernel_plot.ipynb": [
+        SETUP + '''
+PLOT = "import matplotlib.pyplot as plt\\nplt.plot([1, 3, 2])\\nplt.title('drawn by run_python')\\nplotted = True"
+plotter = ScriptedModel([Call("run_python", {"code": PLOT}), "Plotted."])''',
+        "%%agent -m plotter --tools run_python\nPlot something.",
+        "print('plotted' in globals(), _agent.executed_code == [PLOT])",
+    ],
 }
 
 OpenNotebook = Callable[[str], NotebookPage]
@@ -198,3 +205,35 @@ def test_approve_and_deny_a_side_effecting_tool(open_notebook: OpenNotebook, lab
     nb.shot("approval-3-denied", 2)
 
     assert (lab_server.root / "note.txt").read_text() == "hello\n"  # written once: approved, then denied
+
+
+def test_approve_run_python_and_see_its_figure_in_the_section(open_notebook: OpenNotebook) -> None:
+    nb = open_notebook("kernel_plot.ipynb")
+    nb.run_and_wait(0)
+    nb.run(1)
+    expect(nb.button(1, "Approve")).to_be_enabled()
+    expect(nb.output(1)).to_contain_text("run_python has side effects. Run it?")
+    expect(nb.output(1)).to_contain_text("plt.plot([1, 3, 2])")  # the code itself, on its own lines
+    nb.shot("kernel-plot-1-asking", 1)
+    nb.button(1, "Approve").click()
+    nb.wait_done(1)
+    expect(nb.status(1)).to_contain_text("complete")
+
+    section = nb.output(1).locator(".jupyter-widget-Collapse")
+    header = section.locator(".jupyter-widget-Collapse-header")
+    contents = section.locator(".jupyter-widget-Collapse-contents")
+    expect(header).to_contain_text(re.compile(r"run_python\(code=.*\) · ok"))
+    header.click()
+    expect(contents).to_be_visible()
+    expect(contents).to_contain_text("[image/png ")  # what the model read
+    image = contents.locator("img")
+    expect(image).to_have_count(1)
+    expect(image).to_be_visible()
+    box = image.bounding_box()
+    assert box and box["width"] > 200 and box["height"] > 150, box
+    image.scroll_into_view_if_needed()
+    nb.shot("kernel-plot-2-figure-in-section")
+    # The copy of the figure left for saved notebooks is hidden where the panel shows: one image in the output.
+    expect(nb.output(1).locator("img")).to_have_count(1)
+    nb.run_and_wait(2)
+    expect(nb.output(2)).to_have_text(re.compile(r"True True"))

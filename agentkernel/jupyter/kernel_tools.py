@@ -1,0 +1,256 @@
+"""The kernel tools: the agent sees the notebook's variables, inspects values, reads the last error and the last
+cells (read-only), and runs code in the kernel behind approval (``run_python``).
+
+They need the IPython shell, so they live in the Jupyter layer and are built per run::
+
+    tools = KernelTools(get_ipython())
+    await agentkernel.run("What columns does df have?", model=model, tools=tools.tools)
+    tools.executed_code    # the code run_python ran, in order
+
+Every output is bounded (:data:`~agentkernel.file_tools.MAX_OUTPUT_CHARS`) and marked where cut. Names are
+looked up in the user namespace and dotted paths walked with ``getattr`` on identifiers only: nothing the model
+writes is evaluated, except the code of an approved ``run_python`` call.
+"""
+
+from __future__ import annotations
+
+import linecache
+import re
+import sys
+import traceback
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from ..events import Event, ToolCallStarted
+from ..file_tools import MAX_OUTPUT_CHARS
+from ..redact import known_secrets, redact_text
+from ..text import cut, short
+from ..tools import Tool, tool
+from .code_runner import IMAGE_TYPES, CodeRunner, Output
+from .describe import describe, one_line, size_hint, type_name
+from .tracebacks import cell_names, cell_number, format_error
+
+KERNEL_TOOL_NAMES = ("list_variables", "inspect_variable", "last_error", "notebook_cells", "run_python")
+RUN_PYTHON_TIMEOUT = 300.0
+"""Seconds a run_python call may take before it is stopped like an aborted one."""
+MAX_VARIABLES = 300
+MAX_CELLS = 50
+CELL_INPUT_CHARS = 3000
+CELL_OUTPUT_CHARS = 1000
+
+DisplaysListener = Callable[[str, list[Output]], None]
+
+
+class CodeFailed(Exception):
+    """run_python's code raised: the message is the error's first line, then everything the code showed."""
+
+
+class KernelTools:
+    """The kernel tools of one ``%%agent`` run, bound to an IPython shell.
+
+    ``on_displays(call_id, outputs)`` (optional) receives the rich outputs (images, HTML) of each finished
+    ``run_python`` call, for a front end to show in that call's section. To know the call id, pass this object
+    the loop's events too (it is a listener: ``on_event=fan_out(panel, kernel_tools)``).
+    """
+
+    def __init__(self, shell: Any, *, on_displays: DisplaysListener | None = None):
+        self.shell = shell
+        self.runner = CodeRunner(shell)
+        self.on_displays = on_displays
+        self.running_call_id = ""
+        self.rich_outputs: list[Output] = []
+        """The rich outputs (images, HTML) of every run_python call, in order."""
+        self.tools: list[Tool] = [
+            tool(self.list_variables),
+            tool(self.inspect_variable),
+            tool(self.last_error),
+            tool(self.notebook_cells),
+            tool(self.run_python, read_only=False, timeout=RUN_PYTHON_TIMEOUT),
+        ]
+
+    @property
+    def executed_code(self) -> list[str]:
+        """The code ``run_python`` ran (approved, compiled and started), in order."""
+        return list(self.runner.executed)
+
+    def images(self) -> list[Output]:
+        """The images run_python's code showed (figures and other image outputs), each with its text."""
+        return [Output(o.kind, data={k: v for k, v in o.data.items() if k in (*IMAGE_TYPES, "text/plain")},
+                       metadata=o.metadata)
+                for o in self.rich_outputs if any(k in IMAGE_TYPES for k in o.data)]
+
+    def __call__(self, event: Event) -> None:
+        # Side-effecting calls run one at a time, so the run_python call that started last is the one running.
+        if isinstance(event, ToolCallStarted) and event.call.name == "run_python":
+            self.running_call_id = event.call.call_id
+
+    # -- the tools -------------------------------------------------------------------------------------------
+
+    def list_variables(self) -> str:
+        """List the notebook's variables (as %whos shows them; no modules, no _-names): name, type, size
+        (shape or length) and a one-line value."""
+        names = sorted(name for name, value in self.user_variables())
+        if not names:
+            return "no variables yet: the notebook's namespace holds no user variables"
+        rows = [(name, *self._row(self.shell.user_ns[name])) for name in names[:MAX_VARIABLES]]
+        # Columns as wide as their longest cell, up to a limit (a longer name or type just pushes its row along).
+        widths = [min(max(len(row[i]) for row in rows), 24) for i in range(3)]
+        header = ("name", "type", "size")
+        widths = [max(w, len(h)) for w, h in zip(widths, header, strict=True)]
+        lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + "  value"]
+        size = 0
+        for row in rows:
+            line = "  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3]
+            size += len(line) + 1
+            if size > MAX_OUTPUT_CHARS - 100:  # room for the note
+                break
+            lines.append(line)
+        if len(lines) - 1 < len(names):
+            lines.append(f"[{len(names) - len(lines) + 1:,} more variables not shown]")
+        return _bounded("\n".join(lines))
+
+    def inspect_variable(self, name: str) -> str:
+        """Describe one variable of the notebook; name may be a dotted path such as df.columns or
+        model.coef_. DataFrames and Series: shape, dtypes, missing values, first rows, describe of numeric
+        columns; arrays: shape, dtype, min/max/mean; containers: length and first items; functions: signature
+        and doc.
+
+        Args:
+            name: a variable name or a dotted path of attribute names (no calls, no indexing)
+        """
+        return _bounded(describe(self.lookup(name)))
+
+    def last_error(self) -> str:
+        """The last exception raised in a notebook cell: its type, message, the traceback from the
+        notebook's code on, and the source of the cell that raised it."""
+        error: BaseException | None = getattr(sys, "last_value", None)
+        if error is None:
+            return "no error so far: no notebook cell has raised an exception in this kernel"
+        return _bounded(self._describe_error(error))
+
+    def notebook_cells(self, count: int = 5) -> str:
+        """The inputs of the last executed notebook cells (before this one), with the text of their Out values.
+
+        Args:
+            count: how many cells, counted back from the current one (at most 50)
+        """
+        if count < 1:
+            raise ValueError(f"count must be at least 1, not {count}")
+        outputs: dict[int, Any] = self.shell.history_manager.output_hist
+        current = self._current_cell()
+        numbers = [n for n in range(max(1, current - min(count, MAX_CELLS)), current) if self._input(n) is not None]
+        if not numbers:
+            return "no cells have run before this one"
+        parts = []
+        for n in numbers:
+            parts.append(f"In [{n}]:\n{cut(str(self._input(n)).rstrip(), CELL_INPUT_CHARS)}")
+            if n in outputs:
+                parts.append(f"Out[{n}]:\n{cut(self._plain(outputs[n]), CELL_OUTPUT_CHARS)}")
+        if count > MAX_CELLS:
+            parts.append(f"[only the last {MAX_CELLS} cells are shown]")
+        return _bounded("\n".join(parts))
+
+    async def run_python(self, code: str) -> str:
+        """Run Python code in the notebook's kernel, in the user's namespace, the way a cell runs:
+        statements, then the value of a final expression; top-level await and IPython syntax work; variables it
+        sets stay. It does not add to In/Out. Returns stdout, stderr, displayed outputs (images as
+        [image/png WxH]) and the value. Each call needs the user's approval.
+
+        Args:
+            code: the Python code to run
+        """
+        if re.match(r"\s*%%?agent\b", code):
+            raise ValueError("run_python does not start another %%agent run")
+        call_id = self.running_call_id
+        execution = await self.runner.run(code)
+        self.rich_outputs += execution.rich
+        if self.on_displays is not None and execution.rich:
+            self.on_displays(call_id, execution.rich)
+        text = _bounded(execution.text(MAX_OUTPUT_CHARS))
+        if execution.error is not None:
+            raise CodeFailed(_bounded(f"{short(execution.error.partition(chr(10))[0], 200)}\n{text}"))
+        return text
+
+    # -- helpers ---------------------------------------------------------------------------------------------
+
+    def user_variables(self) -> list[tuple[str, Any]]:
+        """The user's variables as %whos sees them: no _-names, nothing IPython put there, no modules."""
+        hidden = self.shell.user_ns_hidden
+        missing = object()
+
+        def ipythons(name: str, value: Any) -> bool:
+            # exit and quit are bound to sys.exit for the run's length (see exits.py): still IPython's.
+            return value is hidden.get(name, missing) or (name in hidden and value is sys.exit)
+
+        return [(name, value) for name, value in self.shell.user_ns.items()
+                if not name.startswith("_") and not ipythons(name, value) and not isinstance(value, ModuleType)]
+
+    def lookup(self, name: str) -> Any:
+        """The value at a dotted path in the user namespace, walked with getattr; raise a message naming what is
+        missing."""
+        parts = name.strip().split(".")
+        if not all(part.isidentifier() for part in parts):
+            raise ValueError(f"{name!r} is not a variable name or a dotted path of names (like df.columns); "
+                             "calls, indexing and expressions are not evaluated")
+        head, *rest = parts
+        if head not in self.shell.user_ns:
+            raise NameError(f"no variable named {head!r} in the notebook; list_variables() shows what there is")
+        value = self.shell.user_ns[head]
+        for i, part in enumerate(rest):
+            try:
+                value = getattr(value, part)
+            except AttributeError:
+                path = ".".join(parts[: i + 1])
+                raise AttributeError(f"{name!r} does not exist: {path} (a {type_name(value)}) has no attribute "
+                                     f"{part!r}") from None
+        return value
+
+    def _current_cell(self) -> int:
+        """The running cell's number (IPython 9 advances the counter as a cell starts)."""
+        return int(self.shell.execution_count) - 1
+
+    def _input(self, number: int) -> str | None:
+        """What the user typed in cell ``number``, if the history still holds it.
+
+        The history lists hold one entry per stored cell, the running one last; after ``%reset`` they restart while
+        the counter goes on, so an entry is found counting back from the running cell, not by its number."""
+        inputs: list[str] = self.shell.history_manager.input_hist_raw
+        index = len(inputs) - 1 - (self._current_cell() - number)
+        return inputs[index] if 1 <= index < len(inputs) else None
+
+    def _row(self, value: Any) -> tuple[str, str, str]:
+        return type_name(value), size_hint(value), one_line(value)
+
+    def _plain(self, value: Any) -> str:
+        try:
+            data, _ = self.shell.display_formatter.format(value, include={"text/plain"})
+            return str(data.get("text/plain", ""))
+        except Exception as e:
+            return f"<could not show it: {type(e).__name__}>"
+
+    def _describe_error(self, error: BaseException) -> str:
+        if isinstance(error, SyntaxError):
+            filenames = [error.filename or ""]
+        else:
+            filenames = [frame.filename for frame in traceback.extract_tb(error.__traceback__)]
+        # The outermost cell in the traceback is the one that ran.
+        cell = next(((f, n) for f in filenames if (n := cell_number(self.shell, f)) is not None), None)
+        text = format_error(error, cell_names(self.shell))
+        if cell is not None:
+            filename, number = cell
+            # As typed, from the history; else (a cell run without storing history) as compiled.
+            source = self._input(number) or "".join(linecache.getlines(filename))
+            text += f"\n\nthe cell that raised it, In [{number}]:\n{cut(source.rstrip(), CELL_INPUT_CHARS)}"
+        return text
+
+
+def kernel_tools(shell: Any) -> list[Tool]:
+    """The kernel tools bound to ``shell`` (see :class:`KernelTools` for the executed code and rich outputs)."""
+    return KernelTools(shell).tools
+
+
+def _bounded(text: str) -> str:
+    """A tool's output as the model gets it: cut to the bound, and without API keys (a notebook may hold one in
+    a variable, in ``os.environ`` or in a cell's source)."""
+    return redact_text(cut(text, MAX_OUTPUT_CHARS), known_secrets())
