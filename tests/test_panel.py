@@ -182,7 +182,7 @@ def test_approvals_stay_until_answered_then_fold_and_close_their_widgets():
     result = asyncio.run(run("go", model=ScriptedModel(script), tools=[write], approve=click_approve,
                              on_event=panel))
     assert result.status == "complete" and [f["output"] for f in result.partial_findings] == ["written"] * 40
-    assert len(asked) == 40 and '"i": 0' in asked[0] and "has side effects. Run it?" in asked[0]
+    assert len(asked) == 40 and '&quot;i&quot;: 0' in asked[0] and "has side effects. Run it?" in asked[0]
     fold = panel.body.children[0].value
     counted = re.search(r"(\d+) earlier entries folded \((\d+) calls, (\d+) approvals\)", fold)
     assert counted and int(counted.group(1)) == int(counted.group(2)) + int(counted.group(3)), fold
