@@ -146,7 +146,7 @@ class AgentOptions:
                                help="append each run to a JSONL transcript under $AGENTKERNEL_TRANSCRIPTS "
                                     "(else ~/.agentkernel/transcripts)")
     stream_throttle: float = option(0.1, group="session and recording",
-                                    help="seconds between updates of the streamed text")
+                                    help="seconds between updates of the live panel (text, status, sections)")
 
 
 @dataclass(frozen=True)
