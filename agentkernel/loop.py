@@ -53,6 +53,9 @@ If you cannot finish, say what you found so far and what you would still need.""
 
 ABORTED_OUTPUT = "aborted: the run was stopped before this call finished"
 
+YIELD_EVERY = 0.005
+"""Seconds a run may go without letting the event loop run (when neither its model nor its tools ever wait)."""
+
 
 class _Stopped(Exception):
     """Raised inside the loop when the stop signal or the wall clock cuts a model request or a tool round."""
@@ -104,6 +107,9 @@ class AgentLoop:
         self.last_text: str | None = None
         self.result: LoopResult | None = None
         self.deadline: float | None = None
+        self._task: asyncio.Task[Any] | None = None  # the task running the loop, cut by Stop and the deadline
+        self._racing = False  # is the task awaiting a model request or a tool round that Stop may cut?
+        self._cutting = False  # has Stop or the deadline cancelled the task during this race?
         if transcript is True:
             transcript = transcript_dir() / f"{time.strftime('%Y%m%d-%H%M%S')}-{self.run_id}.jsonl"
         self.transcript = Transcript(transcript) if transcript else None
@@ -112,9 +118,22 @@ class AgentLoop:
 
     async def run(self, prompt: str | None = None) -> LoopResult:
         """Run until an ending; ``prompt`` (if given) is appended as the next user message."""
+        loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        unsubscribe = self.stop.subscribe(self._cut)
+        timer = None
         if self.limits.max_seconds:
             self.deadline = time.monotonic() + self.limits.max_seconds
-        self.emit(RunStarted(self.run_id, getattr(self.model, "name", type(self.model).__name__)))
+            timer = loop.call_at(loop.time() + self.limits.max_seconds, self._cut)
+        try:
+            return await self._run(prompt)
+        finally:
+            unsubscribe()
+            if timer is not None:
+                timer.cancel()
+
+    async def _run(self, prompt: str | None) -> LoopResult:
+        self.emit(RunStarted, self.run_id, getattr(self.model, "name", type(self.model).__name__))
         if self.transcript:
             self.transcript.write({"event": "start", "run_id": self.run_id, "system": self.system})
             for item in self.history:
@@ -132,7 +151,14 @@ class AgentLoop:
         return self._finish(trip)
 
     async def _rounds(self) -> Trip:
+        next_yield = time.monotonic() + YIELD_EVERY
         while True:
+            # A model and tools that never wait would hold the event loop for the whole run: let it run now and
+            # then, so a Stop click and the panel's ticker get their turn. (Not every round: that costs more than
+            # the rest of the loop's work for such a round.)
+            if time.monotonic() >= next_yield:
+                await asyncio.sleep(0)
+                next_yield = time.monotonic() + YIELD_EVERY
             if self.stop.is_set():
                 return Trip("aborted", self.stop.reason)
             if self.deadline is not None and time.monotonic() >= self.deadline:
@@ -140,7 +166,7 @@ class AgentLoop:
             if trip := self.limits.check_before_request(self.usage):
                 return trip
             self.rounds += 1
-            self.emit(RoundStarted(self.rounds))
+            self.emit(RoundStarted, self.rounds)
 
             text: list[str] = []
             calls: list[ToolCall] = []
@@ -152,23 +178,23 @@ class AgentLoop:
                 return stopped.trip
             except ModelError as e:
                 return Trip("fatal_error", str(e) or type(e).__name__)
-            self._commit_text("".join(text))
+            answer = self._commit_text("".join(text))
             for call in calls:
                 self._commit_call(call)
             if cut:
-                return self._truncated(cut[0], bool("".join(text).strip()), calls)
+                return self._truncated(cut[0], bool(answer.strip()), calls)
 
             if trip := self.limits.check_tokens(self.usage):
                 self._commit_outputs(calls, f"not run: the loop stopped ({trip.status.upper()})", "not_run")
                 return trip
             if not calls:
-                if "".join(text).strip():
+                if answer.strip():
                     return Trip("complete", "")
                 if trip := self.no_progress.record_turn("", []):
                     return trip
                 continue  # an empty turn: ask again (the no-progress guard bounds this)
 
-            if trip := await self._run_tools("".join(text), calls):
+            if trip := await self._run_tools(answer, calls):
                 return trip
 
     async def _sample(self, text: list[str], calls: list[ToolCall], cut: list[str]) -> None:
@@ -177,16 +203,16 @@ class AgentLoop:
             async for event in stream:
                 if isinstance(event, TextDelta):
                     text.append(event.text)
-                    self.emit(TextDelta(valid_text(event.text)))
+                    self.emit(TextDelta, valid_text(event.text))
                 elif isinstance(event, FunctionCallProgress):
-                    self.emit(event)
+                    self.emit(FunctionCallProgress, event.key, event.name, event.arguments_chars)
                 elif isinstance(event, FunctionCallEvent):
                     calls.append(ToolCall(valid_text(event.call_id), valid_text(event.name),
                                           valid_text(event.arguments)))
                 elif isinstance(event, UsageEvent):
                     self.usage.input_tokens += event.input_tokens
                     self.usage.output_tokens += event.output_tokens
-                    self.emit(UsageUpdated(self.usage))
+                    self.emit(UsageUpdated, self.usage)
                 elif isinstance(event, Truncation):
                     cut.append(event.reason)
         self.usage.requests += 1
@@ -206,7 +232,7 @@ class AgentLoop:
         self.tool_calls += len(runnable)
         try:
             await self._race(run_round(runnable, self.tools, self.approve,
-                                       lambda c: self.emit(ToolCallStarted(c)),
+                                       self._started,
                                        self._finished))
         except _Stopped as stopped:
             return stopped.trip
@@ -228,43 +254,43 @@ class AgentLoop:
         """Await ``work`` in this task unless the stop signal or the deadline comes first: then they cancel this
         task (closing the model's stream, abandoning tool threads) and ``_Stopped`` is raised.
 
-        No task is made per call: the stop signal and a timer cancel the running task directly, as
-        ``asyncio.timeout`` does, and a cancellation from anyone else still propagates.
+        No task is made per call and nothing is subscribed per call: :meth:`run` subscribes :meth:`_cut` to both
+        once, and it cancels the running task directly while a race is on, as ``asyncio.timeout`` does; a
+        cancellation from anyone else still propagates.
         """
-        task = asyncio.current_task()
+        task = self._task
         assert task is not None
-        loop = asyncio.get_running_loop()
-        ours = False  # did the stop signal or the deadline cancel the task?
-        active = True  # a callback already on its way when the work ended must not cancel what follows
-
-        def cancel() -> None:
-            nonlocal ours
-            if active and not ours:
-                ours = True
-                task.cancel()
-
+        if self.stop.is_set() or (self.deadline is not None and time.monotonic() >= self.deadline):
+            # It came between races (when _cut ignores it): cut this one at its first wait, as if it came now.
+            asyncio.get_running_loop().call_soon(self._cut)
         before = task.cancelling()
-        unsubscribe = self.stop.subscribe(cancel)
-        timer = None if self.deadline is None else loop.call_at(loop.time() + self.deadline - time.monotonic(),
-                                                                cancel)
+        self._racing, self._cutting = True, False
         try:
             await work
-            if ours:  # the work swallowed our cancellation and finished: its own outcome stands
+            if self._cutting:  # the work swallowed our cancellation and finished: its own outcome stands
                 task.uncancel()
             return
         except asyncio.CancelledError:
-            if not ours or task.uncancel() > before:  # cancelled by someone else too: not ours to handle
+            if not self._cutting or task.uncancel() > before:  # cancelled by someone else too: not ours to handle
                 raise
         finally:
-            active = False
-            unsubscribe()
-            if timer is not None:
-                timer.cancel()
+            # A _cut already on its way finds no race on; one arriving during a later race is still right to cut
+            # it: the stop signal stays set and the deadline stays past.
+            self._racing = False
         raise _Stopped(Trip("aborted", self.stop.reason) if self.stop.is_set() else self.limits.wall_clock_trip())
+
+    def _cut(self) -> None:
+        """The stop signal was set or the deadline passed: cancel the task if it is in a race."""
+        if self._racing and not self._cutting and self._task is not None:
+            self._cutting = True
+            self._task.cancel()
+
+    def _started(self, call: ToolCall) -> None:
+        self.emit(ToolCallStarted, call)
 
     def _finished(self, call: ToolCall) -> None:
         call.output = valid_text(call.output)  # guards, listeners and the history all see text that encodes
-        self.emit(ToolCallFinished(call))
+        self.emit(ToolCallFinished, call)
 
     # -- committing ------------------------------------------------------------------------------------------
 
@@ -282,12 +308,14 @@ class AgentLoop:
         self.call_ids.add(call.call_id)
         self.commit(h.function_call(call.call_id, call.name, call.arguments))
 
-    def _commit_text(self, text: str) -> None:
+    def _commit_text(self, text: str) -> str:
+        """Commit a message's text (if any); return it as committed."""
         text = valid_text(text)
         if text:
             self.commit(h.assistant_message(text))
             self.last_text = text
-            self.emit(MessageDone(text))
+            self.emit(MessageDone, text)
+        return text
 
     def _commit_outputs(self, calls: list[ToolCall], unfinished: str, status: ToolStatus = "aborted") -> None:
         """Append every call's output in request order, synthesizing one (with ``status``) for calls that never
@@ -297,7 +325,7 @@ class AgentLoop:
                 call.status, call.output, call.synthetic = status, unfinished, True
                 if call.started:
                     call.duration = time.monotonic() - call.started
-                self.emit(ToolCallFinished(call))
+                self.emit(ToolCallFinished, call)
             self.commit(h.function_call_output(call.call_id, call.output, synthetic=call.synthetic))
             if call.status == "ok":
                 self.findings.append({"tool": call.name, "arguments": call.arguments, "output": call.output})
@@ -319,12 +347,13 @@ class AgentLoop:
             self.transcript.write({"event": "finish", "status": result.status, "detail": result.detail})
             self.transcript.close()
         self.result = result
-        self.emit(RunFinished(result))
+        self.emit(RunFinished, result)
         return result
 
-    def emit(self, event: Event) -> None:
+    def emit(self, kind: Callable[..., Event], *fields: Any) -> None:
+        """Tell the listener (if any) ``kind(*fields)``; the event is only built when someone listens."""
         if self.on_event is not None:
-            self.on_event(event)
+            self.on_event(kind(*fields))
 
 
 async def run(prompt: str | None, *, model: Model, **options: Any) -> LoopResult:

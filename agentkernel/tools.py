@@ -333,7 +333,9 @@ async def run_round(
         return call.name in tools and not tools[call.name].read_only
 
     parallel = [c for c in calls if not side_effecting(c)]
-    if parallel:
+    if len(parallel) == 1:  # the usual round: awaited here, without gather's task and its event-loop passes
+        await one(parallel[0])
+    elif parallel:
         await asyncio.gather(*(one(c) for c in parallel))
     for call in calls:
         if side_effecting(call):
