@@ -48,10 +48,13 @@ class Tool(Generic[P, R]):
     max_output_chars: int | None = MAX_OUTPUT_CHARS
     arguments_model: Arguments | None = field(default=None, compare=False)
     """The pydantic model of the arguments (built from ``fn`` when not given)."""
+    is_async: bool = field(init=False, repr=False, compare=False)
+    """Whether ``fn`` is a coroutine function (run in the loop's task, not in a worker thread)."""
 
     def __post_init__(self) -> None:
         if self.arguments_model is None:
             self.arguments_model = arguments_of(self.fn, {})
+        self.is_async = inspect.iscoroutinefunction(self.fn)
         # `help(t)`, `inspect.signature(t)` and `t?` show the user's function. Its __dict__ is not merged in: it
         # could hold names of this class's fields.
         functools.update_wrapper(self, self.fn, updated=())
@@ -201,17 +204,36 @@ class ToolTimeout(Exception):
 
 async def invoke(tool: Tool, kwargs: dict[str, Any]) -> Any:
     """Call a tool; a sync function runs in a worker thread of its own (see :func:`in_thread`)."""
-    if inspect.iscoroutinefunction(tool.fn):
-        call: Awaitable[Any] = tool.fn(**kwargs)
-    else:
-        call = in_thread(tool.fn, kwargs, tool.name)
+    call: Awaitable[Any] = tool.fn(**kwargs) if tool.is_async else in_thread(tool.fn, kwargs, tool.name)
+    if not tool.timeout:
+        return await call
+    # What asyncio.timeout() does, by hand: its bookkeeping costs more than a quick tool's whole call.
+    task = asyncio.current_task()
+    assert task is not None
+    before = task.cancelling()
+    expired = False
+
+    def expire() -> None:
+        nonlocal expired
+        expired = True
+        task.cancel()
+
+    timer = asyncio.get_running_loop().call_later(tool.timeout, expire)
     try:
-        async with asyncio.timeout(tool.timeout or None) as scope:
-            return await call
-    except TimeoutError:
-        if scope.expired():
+        result = await call
+    except asyncio.CancelledError:
+        if expired and task.uncancel() <= before:  # our cancellation alone: the tool timed out
             raise ToolTimeout from None
         raise
+    except BaseException:
+        if expired:  # the tool turned our cancellation into an error of its own: that error stands
+            task.uncancel()
+        raise
+    finally:
+        timer.cancel()
+    if expired:  # the tool swallowed our cancellation and returned: its result stands
+        task.uncancel()
+    return result
 
 
 async def in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], name: str = "tool") -> Any:
