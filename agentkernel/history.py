@@ -44,7 +44,10 @@ def function_call_output(call_id: str, output: str, *, synthetic: bool = False) 
 def valid_item(item: Item) -> Item:
     """``item`` with lone surrogates replaced in every string it holds, at any depth: the item itself when all its
     values are ASCII text (the common case, checked quickly), else a copy."""
-    if all(type(value) is str and value.isascii() for value in item.values()):
+    for value in item.values():  # a loop, not all(...): this runs for every item a run commits
+        if type(value) is not str or not value.isascii():
+            break
+    else:
         return item
     clean = _valid_value(item)
     return clean if isinstance(clean, dict) else item

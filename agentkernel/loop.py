@@ -203,7 +203,8 @@ class AgentLoop:
             async for event in stream:
                 if isinstance(event, TextDelta):
                     text.append(event.text)
-                    self.emit(TextDelta, valid_text(event.text))
+                    if self.on_event is not None:  # validated for the listener; the history gets the joined text
+                        self.emit(TextDelta, valid_text(event.text))
                 elif isinstance(event, FunctionCallProgress):
                     self.emit(FunctionCallProgress, event.key, event.name, event.arguments_chars)
                 elif isinstance(event, FunctionCallEvent):
@@ -245,7 +246,7 @@ class AgentLoop:
             trip = (trip or self.repeats.record(call.name, call.normalized, call.output)
                     or self.no_progress.record_call(call.name, call.normalized))
         trip = trip or self.no_progress.record_turn(text, [(c.name, c.normalized, c.output) for c in calls])
-        trip = trip or self.failures.record_round(sum(c.failed for c in runnable), len(runnable))
+        trip = trip or self.failures.record_round(len([c for c in runnable if c.failed]), len(runnable))
         if trip is None and refused:
             trip = self.limits.tool_call_trip()
         return trip

@@ -28,6 +28,8 @@ def valid_text(text: str) -> str:
     """
     if not isinstance(text, str):  # a malformed model event (``"delta": 7``): its adapter reports it, not this
         return text
+    if text.isascii():  # the common case, known without encoding anything (a str records whether it is ASCII)
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:  # surrogatepass + utf-16 joins the surrogates that do form pairs
