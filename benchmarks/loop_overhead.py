@@ -7,12 +7,16 @@ call and its output to a history. Both run in this process, interleaved, timed i
 are CPU-bound), best of seven, so the figures and their ratio hold on a busy machine.
 The time per round should stay flat as runs get longer: the loop must not copy the history per round and each
 guard check is O(1) per call.
+
+The main figures are for an async tool. A sync tool runs in a worker thread of its own per call (so Stop can
+abandon one that hangs); the last row is that case, beside a bare loop that also starts a thread per call.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -26,16 +30,22 @@ async def noop(i: int) -> str:
     return "ok"
 
 
-async def agentkernel_run(rounds: int) -> float:
+@tool(name="noop")
+def noop_sync(i: int) -> str:
+    """Do nothing, quickly, in a worker thread."""
+    return "ok"
+
+
+async def agentkernel_run(rounds: int, sync: bool = False) -> float:
     script = [Call("noop", {"i": i}) for i in range(rounds)] + ["done"]
     start = time.process_time()
-    result = await run("go", model=ScriptedModel(script), tools=[noop])
+    result = await run("go", model=ScriptedModel(script), tools=[noop_sync if sync else noop])
     elapsed = time.process_time() - start
     assert result.status == "complete" and result.tool_calls == rounds, result.summary
     return elapsed
 
 
-async def bare_run(rounds: int) -> float:
+async def bare_run(rounds: int, sync: bool = False) -> float:
     """The same rounds with nothing but asyncio: the floor any loop in this process stands on."""
 
     async def model(i: int) -> AsyncIterator[tuple[str, str, str]]:
@@ -43,7 +53,12 @@ async def bare_run(rounds: int) -> float:
             yield f"call_{i}", "noop", json.dumps({"i": i})
 
     async def bare_noop(i: int) -> str:
-        return "ok"
+        if not sync:
+            return "ok"
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        threading.Thread(target=lambda: loop.call_soon_threadsafe(done.set_result, "ok")).start()
+        return await done
 
     start = time.process_time()
     history: list[dict[str, Any]] = [{"type": "message", "role": "user", "content": "go"}]
@@ -58,15 +73,19 @@ async def bare_run(rounds: int) -> float:
     return elapsed
 
 
-async def measure(sizes: list[int], repeats: int) -> dict[int, tuple[float, float]]:
+SYNC = "1000, sync tool"
+
+
+async def measure(sizes: list[int], repeats: int) -> dict[int | str, tuple[float, float]]:
     """Best µs per model request for each run length, agentkernel and bare; interleaved so noise hits both."""
     await agentkernel_run(100)  # warm up
     await bare_run(100)
-    best = {n: (float("inf"), float("inf")) for n in sizes}
+    best: dict[int | str, tuple[float, float]] = {n: (float("inf"), float("inf")) for n in [*sizes, SYNC]}
     for _ in range(repeats):
-        for rounds in sizes:
-            ours = await agentkernel_run(rounds) / (rounds + 1) * 1e6
-            bare = await bare_run(rounds) / (rounds + 1) * 1e6
+        for rounds in [*sizes, SYNC]:
+            n, sync = (1000, True) if rounds == SYNC else (int(rounds), False)
+            ours = await agentkernel_run(n, sync) / (n + 1) * 1e6
+            bare = await bare_run(n, sync) / (n + 1) * 1e6
             best[rounds] = (min(best[rounds][0], ours), min(best[rounds][1], bare))
     return best
 
@@ -74,9 +93,9 @@ async def measure(sizes: list[int], repeats: int) -> dict[int, tuple[float, floa
 def main() -> None:
     results = asyncio.run(measure([10, 100, 1000], repeats=7))
     base = results[10][0]
-    print(f"{'rounds':>7} {'µs/round':>10} {'vs 10':>7} {'bare µs':>9} {'vs bare':>8}")
+    print(f"{'rounds':>15} {'µs/round':>10} {'vs 10':>7} {'bare µs':>9} {'vs bare':>8}")
     for rounds, (ours, bare) in results.items():
-        print(f"{rounds:>7} {ours:>10.1f} {ours / base:>6.2f}x {bare:>9.1f} {ours / bare:>7.0f}x")
+        print(f"{rounds:>15} {ours:>10.1f} {ours / base:>6.2f}x {bare:>9.1f} {ours / bare:>7.1f}x")
 
 
 if __name__ == "__main__":

@@ -43,6 +43,32 @@ async def run_with_stop_after(delay: float, **options) -> tuple:
     return result, time.monotonic() - start
 
 
+def test_stop_from_the_event_loop_reaches_a_run_whose_model_and_tools_never_wait():
+    """A Stop click in a kernel is handled by the event loop the run shares: the run must let it in now and then
+    even when nothing it awaits ever waits (else it would only stop at its natural end, here seconds away)."""
+
+    @tool
+    async def instant(i: int) -> str:
+        """Answer without ever waiting."""
+        return "ok"
+
+    def script(request):  # a different call each round, so no guard trips; an answer after 200,000 rounds
+        rounds = len(request.history) // 2
+        return Call("instant", {"i": rounds}) if rounds < 200_000 else "done"
+
+    async def main() -> tuple:
+        stop = StopSignal()
+        asyncio.get_running_loop().call_later(0.1, stop.set)  # runs only when the event loop gets a turn
+        start = time.monotonic()
+        result = await run("go", model=ScriptedModel(script), tools=[instant], stop=stop)
+        return result, time.monotonic() - start
+
+    result, elapsed = asyncio.run(main())
+    assert result.status == "aborted" and result.tool_calls > 0
+    assert elapsed < 0.1 + PROMPT
+    validate_history(result.history)
+
+
 def test_abort_during_a_model_stream():
     model = ScriptedModel([Turn(text="word " * 200, delay=0.02)])
     result, elapsed = asyncio.run(run_with_stop_after(0.15, model=model))

@@ -295,6 +295,33 @@ def test_per_tool_timeout():
     assert outputs(result.history)[0]["output"] == "error: hang timed out after 0.1 s"
 
 
+@pytest.mark.parametrize("answer", ["returns", "raises"])
+def test_a_tool_that_outlives_its_timeout_keeps_its_own_outcome_and_the_run_goes_on(answer: str):
+    @tool(timeout=0.05)
+    async def stubborn() -> str:
+        """Catches the cancellation its timeout sends, then answers (or fails) on its own terms."""
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            if answer == "raises":
+                raise ValueError("interrupted") from None
+        return "finished anyway"
+
+    @tool
+    async def flaky() -> str:
+        """Awaits a future that someone else cancels: its own failure, told apart only if the task is not
+        left marked as being cancelled by the timeout before."""
+        future = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_later(0.01, future.cancel)
+        return await future
+
+    script = [Call("stubborn"), Call("flaky"), "done"]
+    result = run_sync("go", model=ScriptedModel(script), tools=[stubborn, flaky])
+    assert result.status == "complete", result.summary
+    expected = "finished anyway" if answer == "returns" else "error: ValueError: interrupted"
+    assert [o["output"] for o in outputs(result.history)] == [expected, "error: flaky was cancelled"]
+
+
 def test_a_tool_that_raises_is_reported_to_the_model():
     @tool
     def explode(path: str) -> str:
