@@ -10,12 +10,13 @@ measure how soon a cell went idle after a click or an interrupt.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import queue
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -231,3 +232,25 @@ class KernelSession:
         """Interrupt the kernel as the notebook's stop button does; return the time it was sent."""
         self.km.interrupt_kernel()
         return time.monotonic()
+
+
+@contextlib.contextmanager
+def agent_kernel(root: Path, files: Mapping[str, str] | None = None) -> Iterator[KernelSession]:
+    """A kernel with ``%load_ext agentkernel`` done, working in ``root/cwd`` (holding ``files``), its transcripts
+    and IPython profile under ``root``; shut down on exit. Test modules share one per module::
+
+        @pytest.fixture(scope="module")
+        def session(tmp_path_factory):
+            with agent_kernel(tmp_path_factory.mktemp("name")) as ks:
+                yield ks
+    """
+    cwd = root / "cwd"
+    cwd.mkdir()
+    for name, text in (files or {}).items():
+        (cwd / name).write_text(text)
+    ks = KernelSession(cwd, kernel_env(root))
+    try:
+        ks.ok("%load_ext agentkernel")
+        yield ks
+    finally:
+        ks.shutdown()

@@ -12,7 +12,7 @@ import json
 import time
 
 import pytest
-from kernel_client import Cell, KernelSession, kernel_env
+from kernel_client import Cell, KernelSession, agent_kernel
 
 pytest.importorskip("pandas")
 pytest.importorskip("matplotlib")
@@ -66,15 +66,8 @@ def scale(x: float, factor: float = 2.0) -> float:
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory):
-    root = tmp_path_factory.mktemp("kernel_tools")
-    cwd = root / "cwd"
-    cwd.mkdir()
-    ks = KernelSession(cwd, kernel_env(root))
-    try:
-        ks.ok("%load_ext agentkernel")
+    with agent_kernel(tmp_path_factory.mktemp("kernel_tools")) as ks:
         yield ks
-    finally:
-        ks.shutdown()
 
 
 @pytest.fixture

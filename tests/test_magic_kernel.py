@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kernel_client import Cell, KernelSession, kernel_env
+from kernel_client import Cell, KernelSession, agent_kernel, kernel_env
 
 from agentkernel.jupyter.panel import PANEL_TEXT
 
@@ -73,16 +73,8 @@ writer = ScriptedModel(_writer)
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory):
-    root = tmp_path_factory.mktemp("magic_kernel")
-    cwd = root / "cwd"
-    cwd.mkdir()
-    (cwd / "x.txt").write_text("hello")
-    ks = KernelSession(cwd, kernel_env(root))
-    try:
-        ks.ok("%load_ext agentkernel")
+    with agent_kernel(tmp_path_factory.mktemp("magic_kernel"), {"x.txt": "hello"}) as ks:
         yield ks
-    finally:
-        ks.shutdown()
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from kernel_client import KernelSession, kernel_env
+from kernel_client import KernelSession, agent_kernel
 from openai_server import TEST_KEY, Reply, ScriptedServer, chat_events, responses_events
 
 RESET = """\
@@ -26,15 +26,8 @@ del _name
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory):
-    root = tmp_path_factory.mktemp("magic_models")
-    cwd = root / "cwd"
-    cwd.mkdir()
-    ks = KernelSession(cwd, kernel_env(root))
-    try:
-        ks.ok("%load_ext agentkernel")
+    with agent_kernel(tmp_path_factory.mktemp("magic_models")) as ks:
         yield ks
-    finally:
-        ks.shutdown()
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import argparse
 from types import SimpleNamespace
 
 import pytest
-from kernel_client import KernelSession, kernel_env
+from kernel_client import KernelSession, agent_kernel
 from test_magic_kernel import RESET
 
 from agentkernel.file_tools import FILE_TOOL_NAMES
@@ -74,15 +74,8 @@ def test_merge_order_command_line_then_config_then_environment(monkeypatch: pyte
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory):
-    root = tmp_path_factory.mktemp("magic_options")
-    cwd = root / "cwd"
-    cwd.mkdir()
-    ks = KernelSession(cwd, kernel_env(root))
-    try:
-        ks.ok("%load_ext agentkernel")
+    with agent_kernel(tmp_path_factory.mktemp("magic_options")) as ks:
         yield ks
-    finally:
-        ks.shutdown()
 
 
 @pytest.fixture

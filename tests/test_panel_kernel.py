@@ -11,7 +11,7 @@ import json
 import re
 
 import pytest
-from kernel_client import KernelSession, Message, kernel_env
+from kernel_client import KernelSession, Message, agent_kernel
 
 from agentkernel.jupyter.panel import LIVE_ENTRIES
 
@@ -41,14 +41,8 @@ async def tick(i: int) -> str:
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory):
-    root = tmp_path_factory.mktemp("panel_kernel")
-    (root / "cwd").mkdir()
-    ks = KernelSession(root / "cwd", kernel_env(root))
-    try:
-        ks.ok("%load_ext agentkernel")
+    with agent_kernel(tmp_path_factory.mktemp("panel_kernel")) as ks:
         yield ks
-    finally:
-        ks.shutdown()
 
 
 @pytest.fixture
