@@ -327,12 +327,13 @@ def test_streamed_text_is_throttled(kernel: KernelSession):
 
 def test_prints_from_a_tool_thread_land_in_the_agent_cell(kernel: KernelSession):
     # A sync tool runs in a worker thread that copies the cell's context, so what it prints is part of the
-    # %%agent cell's output, not of whichever cell runs next.
+    # %%agent cell's output, not of whichever cell runs next. (One write per line: print's text and its newline are
+    # two writes, which the two calls' threads may interleave.)
     kernel.ok(
         "@tool\n"
         "def chatty(n: int) -> str:\n"
         "    'Print a line, then answer.'\n"
-        "    print(f'tool says {n}')\n"
+        "    print(f'tool says {n}\\n', end='')\n"
         "    return 'ok'\n"
         "m = ScriptedModel([[Call('chatty', {'n': 1}), Call('chatty', {'n': 2})], 'Done.'])"
     )
