@@ -41,6 +41,7 @@ from .models.base import (
 from .result import LoopResult
 from .stop import StopSignal
 from .text import valid_text
+from .timeouts import Timeouts
 from .tools import Approver, Tool, ToolCall, ToolStatus, as_registry, run_round
 from .transcript import Transcript, transcript_dir
 from .usage import Limits, Usage
@@ -110,6 +111,7 @@ class AgentLoop:
         self._task: asyncio.Task[Any] | None = None  # the task running the loop, cut by Stop and the deadline
         self._racing = False  # is the task awaiting a model request or a tool round that Stop may cut?
         self._cutting = False  # has Stop or the deadline cancelled the task during this race?
+        self._timeouts = Timeouts()  # the tools' timeouts, one timer for the run
         if transcript is True:
             transcript = transcript_dir() / f"{time.strftime('%Y%m%d-%H%M%S')}-{self.run_id}.jsonl"
         self.transcript = Transcript(transcript) if transcript else None
@@ -129,6 +131,7 @@ class AgentLoop:
             return await self._run(prompt)
         finally:
             unsubscribe()
+            self._timeouts.close()
             if timer is not None:
                 timer.cancel()
 
@@ -234,7 +237,7 @@ class AgentLoop:
         try:
             await self._race(run_round(runnable, self.tools, self.approve,
                                        self._started,
-                                       self._finished))
+                                       self._finished, self._timeouts))
         except _Stopped as stopped:
             return stopped.trip
         finally:  # also when the task running the loop is cancelled: keep the outputs of the calls that finished

@@ -20,6 +20,7 @@ from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from .schemas import Arguments, arguments_of, parse_docstring
 from .text import cut, read_arguments
+from .timeouts import Timeouts
 
 ToolStatus = Literal["ok", "error", "denied", "aborted", "not_run"]
 
@@ -202,36 +203,36 @@ class ToolTimeout(Exception):
     """A tool ran past its own ``timeout`` (told apart from a ``TimeoutError`` the tool itself raised)."""
 
 
-async def invoke(tool: Tool, kwargs: dict[str, Any]) -> Any:
-    """Call a tool; a sync function runs in a worker thread of its own (see :func:`in_thread`)."""
+async def invoke(tool: Tool, kwargs: dict[str, Any], timeouts: Timeouts | None = None) -> Any:
+    """Call a tool; a sync function runs in a worker thread of its own (see :func:`in_thread`).
+
+    ``timeouts`` (a run's) watches the tool's timeout; without it, the call gets one of its own.
+    """
+    if timeouts is None:
+        timeouts = Timeouts()
+        try:
+            return await invoke(tool, kwargs, timeouts)
+        finally:
+            timeouts.close()
     call: Awaitable[Any] = tool.fn(**kwargs) if tool.is_async else in_thread(tool.fn, kwargs, tool.name)
     if not tool.timeout:
         return await call
-    # What asyncio.timeout() does, by hand: its bookkeeping costs more than a quick tool's whole call.
+    # What asyncio.timeout() does, with a timer shared by the run's calls (see Timeouts).
     task = asyncio.current_task()
     assert task is not None
     before = task.cancelling()
-    expired = False
-
-    def expire() -> None:
-        nonlocal expired
-        expired = True
-        task.cancel()
-
-    timer = asyncio.get_running_loop().call_later(tool.timeout, expire)
+    timeouts.watch(task, tool.timeout)
     try:
         result = await call
     except asyncio.CancelledError:
-        if expired and task.uncancel() <= before:  # our cancellation alone: the tool timed out
+        if timeouts.release(task) and task.uncancel() <= before:  # our cancellation alone: the tool timed out
             raise ToolTimeout from None
         raise
     except BaseException:
-        if expired:  # the tool turned our cancellation into an error of its own: that error stands
+        if timeouts.release(task):  # the tool turned our cancellation into an error of its own: that error stands
             task.uncancel()
         raise
-    finally:
-        timer.cancel()
-    if expired:  # the tool swallowed our cancellation and returned: its result stands
+    if timeouts.release(task):  # the tool swallowed our cancellation and returned: its result stands
         task.uncancel()
     return result
 
@@ -274,13 +275,14 @@ async def run_call(
     tools: dict[str, Tool],
     approve: Approver | None,
     on_start: Callable[[ToolCall], None],
+    timeouts: Timeouts | None = None,
 ) -> None:
     """Run one call and fill in its status and output (cut to the tool's limit); never raises for a tool's failure."""
     call.started = time.monotonic()
     on_start(call)
     tool = tools.get(call.name)
     try:
-        status, output = await _outcome(call, tool, tools, approve)
+        status, output = await _outcome(call, tool, tools, approve, timeouts)
         limit = tool.max_output_chars if tool else MAX_OUTPUT_CHARS
         call.status, call.output = status, cut(output, limit) if limit else output
     finally:
@@ -288,7 +290,7 @@ async def run_call(
 
 
 async def _outcome(
-    call: ToolCall, tool: Tool | None, tools: dict[str, Tool], approve: Approver | None
+    call: ToolCall, tool: Tool | None, tools: dict[str, Tool], approve: Approver | None, timeouts: Timeouts | None
 ) -> tuple[ToolStatus, str]:
     if tool is None:
         return "error", f"error: unknown tool {call.name!r}; available: {', '.join(tools)}"
@@ -299,7 +301,7 @@ async def _outcome(
     if not tool.read_only and (denial := await _denial(call, tool, approve)):
         return "denied", denial
     try:
-        return "ok", format_output(await invoke(tool, kwargs))
+        return "ok", format_output(await invoke(tool, kwargs, timeouts))
     except ToolTimeout:
         return "error", f"error: {call.name} timed out after {tool.timeout:g} s"
     except asyncio.CancelledError:
@@ -340,15 +342,16 @@ async def run_round(
     approve: Approver | None,
     on_start: Callable[[ToolCall], None],
     on_finish: Callable[[ToolCall], None],
+    timeouts: Timeouts | None = None,
 ) -> None:
     """Run a round's calls: read-only ones in parallel, then each side-effecting one alone, in request order.
 
     Each call's result is written into its own :class:`ToolCall`, so callers match by call_id whatever order
-    the calls finish in.
+    the calls finish in. ``timeouts`` (the run's) watches the tools' timeouts.
     """
 
     async def one(call: ToolCall) -> None:
-        await run_call(call, tools, approve, on_start)
+        await run_call(call, tools, approve, on_start, timeouts)
         on_finish(call)
 
     def side_effecting(call: ToolCall) -> bool:

@@ -295,6 +295,31 @@ def test_per_tool_timeout():
     assert outputs(result.history)[0]["output"] == "error: hang timed out after 0.1 s"
 
 
+def test_calls_in_one_round_each_time_out_after_their_own_timeout():
+    # The run's calls share one timer (agentkernel.timeouts): a shorter timeout that starts after a longer one
+    # must still fire first.
+    cut_after: dict[str, float] = {}
+
+    def hanging(name: str, timeout: float):
+        @tool(name=name, timeout=timeout)
+        async def hang() -> str:
+            """Never answers in time."""
+            start = time.monotonic()
+            try:
+                await asyncio.sleep(10)
+            finally:
+                cut_after[name] = time.monotonic() - start
+            return "late"
+
+        return hang
+
+    script = [[Call("patient"), Call("hasty")], "gave up"]
+    result = run_sync("go", model=ScriptedModel(script), tools=[hanging("patient", 0.6), hanging("hasty", 0.1)])
+    assert [o["output"] for o in outputs(result.history)] == [
+        "error: patient timed out after 0.6 s", "error: hasty timed out after 0.1 s"]
+    assert 0.1 <= cut_after["hasty"] < 0.4 and 0.6 <= cut_after["patient"] < 1.5, cut_after
+
+
 @pytest.mark.parametrize("answer", ["returns", "raises"])
 def test_a_tool_that_outlives_its_timeout_keeps_its_own_outcome_and_the_run_goes_on(answer: str):
     @tool(timeout=0.05)
