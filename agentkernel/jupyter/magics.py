@@ -88,7 +88,7 @@ class AgentMagics(Magics):
         ``%%agent [options]`` takes the cell body as the prompt; ``%agent [options] prompt`` one line.
         After the run ``_agent`` holds the LoopResult. A guard or budget stop ends the cell with an error
         named for it (e.g. ``RepeatedToolCall``). In a notebook the cell is awaited so that Stop works while it
-        runs; here (autoawait off) the loop runs in a worker thread and only the kernel interrupt stops it.
+        runs; with `%autoawait off` the loop runs in a worker thread and only the kernel interrupt stops it.
         """
         run = self.prepare(line, cell, clickable=False)
         context = contextvars.copy_context()  # so the worker thread's output lands in this cell
