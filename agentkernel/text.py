@@ -58,8 +58,8 @@ _NORMALIZED = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=("
 # with options builds a new encoder on every call, which costs more than the encoding of a small object
 
 
-def read_arguments(arguments: str) -> tuple[Any, str, str | None]:
-    """A call's arguments read once: ``(value, normalized, error)``.
+def read_arguments(arguments: str) -> tuple[str, str | None]:
+    """A call's arguments read once: ``(normalized, error)``.
 
     ``normalized`` is the JSON re-serialized with keys sorted at every depth (not-JSON text is returned stripped);
     ``error`` says in words why the text is not a JSON object (``None`` when it is one).
@@ -68,19 +68,19 @@ def read_arguments(arguments: str) -> tuple[Any, str, str | None]:
     try:
         value = load_arguments(text)
     except json.JSONDecodeError as e:
-        return None, text.strip(), f"arguments are not valid JSON ({e.msg} at position {e.pos})"
+        return text.strip(), f"arguments are not valid JSON ({e.msg} at position {e.pos})"
     except RecursionError:
-        return None, text.strip(), "arguments are nested too deeply to read"
+        return text.strip(), "arguments are nested too deeply to read"
     try:
         normalized = _NORMALIZED.encode(value)
     except (RecursionError, ValueError):
         normalized = text.strip()
-    return value, normalized, None if isinstance(value, dict) else "arguments must be a JSON object"
+    return normalized, None if isinstance(value, dict) else "arguments must be a JSON object"
 
 
 def normalize_arguments(arguments: str) -> str:
     """The arguments JSON re-serialized with keys sorted at every depth; not-JSON text is returned stripped."""
-    return read_arguments(arguments)[1]
+    return read_arguments(arguments)[0]
 
 
 def short_arguments(arguments: str, width: int = 70) -> str:

@@ -150,8 +150,8 @@ def tool(
 class ToolCall:
     """One requested call and, once it is done, its outcome.
 
-    The arguments JSON is read once, when the call is made: ``value`` is the parsed JSON, ``normalized`` the
-    form the guards compare (keys sorted at every depth), ``argument_error`` why the text is not a JSON object.
+    The arguments JSON is read once, when the call is made: ``normalized`` is the form the guards compare (keys
+    sorted at every depth), ``argument_error`` why the text is not a JSON object.
     """
 
     call_id: str
@@ -162,12 +162,11 @@ class ToolCall:
     duration: float = 0.0
     synthetic: bool = False
     started: float = field(default=0.0, repr=False)
-    value: Any = field(init=False, repr=False, compare=False)
     normalized: str = field(init=False, repr=False, compare=False)
     argument_error: str | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self.value, self.normalized, self.argument_error = read_arguments(self.arguments)
+        self.normalized, self.argument_error = read_arguments(self.arguments)
 
     @property
     def failed(self) -> bool:
