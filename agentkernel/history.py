@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .text import valid_text
+from .text import map_strings, valid_text
 
 Item = dict[str, Any]
 
@@ -49,18 +49,8 @@ def valid_item(item: Item) -> Item:
             break
     else:
         return item
-    clean = _valid_value(item)
+    clean = map_strings(item, valid_text)
     return clean if isinstance(clean, dict) else item
-
-
-def _valid_value(value: Any) -> Any:
-    if isinstance(value, str):
-        return valid_text(value)
-    if isinstance(value, dict):
-        return {_valid_value(k): _valid_value(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_valid_value(v) for v in value]
-    return value
 
 
 def history_problems(history: Iterable[Item]) -> list[str]:

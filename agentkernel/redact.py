@@ -6,6 +6,8 @@ import os
 import re
 from typing import Any
 
+from .text import map_strings
+
 MARKER = "[redacted]"
 MIN_SECRET_CHARS = 8
 """Shorter strings are not treated as keys (replacing them everywhere would mangle ordinary text)."""
@@ -29,13 +31,7 @@ def redact_text(text: str, secrets: list[str]) -> str:
 
 def redact(value: Any, secrets: list[str]) -> Any:
     """:func:`redact_text` applied to every string inside a JSON-like value (dicts, lists)."""
-    if isinstance(value, str):
-        return redact_text(value, secrets)
-    if isinstance(value, dict):
-        return {k: redact(v, secrets) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact(v, secrets) for v in value]
-    return value
+    return map_strings(value, lambda text: redact_text(text, secrets))
 
 
 def without_credentials(url: str) -> str:

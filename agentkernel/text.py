@@ -4,6 +4,7 @@ that is always safe to encode (no lone surrogates) and to write as a JSON line."
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 
@@ -35,6 +36,17 @@ def valid_text(text: str) -> str:
     except UnicodeEncodeError:  # surrogatepass + utf-16 joins the surrogates that do form pairs
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return text
+
+
+def map_strings(value: Any, fn: Callable[[str], str]) -> Any:
+    """``fn`` applied to every string inside a JSON-like value (dict keys and values, list items), as a copy."""
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, dict):
+        return {map_strings(k, fn): map_strings(v, fn) for k, v in value.items()}
+    if isinstance(value, list):
+        return [map_strings(v, fn) for v in value]
+    return value
 
 
 def json_line(record: Any) -> str:
