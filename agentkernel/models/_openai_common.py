@@ -87,7 +87,7 @@ class OpenAIModelBase:
         if self._own_client and self._client is not None and loop is not self._client_loop:
             self._client = None  # its connections belong to an earlier event loop
         if self._client is None:
-            base_url = self._base_url or os.environ.get("OPENAI_BASE_URL") or None
+            base_url = self._configured_url() or None
             try:
                 self._client = openai.AsyncOpenAI(
                     api_key=self._key(), base_url=base_url, max_retries=self._max_retries, timeout=self._timeout
@@ -109,17 +109,21 @@ class OpenAIModelBase:
         key = os.environ.get("OPENAI_API_KEY")
         if key and key_may_go_to(self._base_url):
             return key
-        if _same_url(self._base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_API_URL, OPENAI_API_URL):
+        if _same_url(self._configured_url() or OPENAI_API_URL, OPENAI_API_URL):
             raise ModelError(
                 "no API key: set OPENAI_API_KEY (or pass api_key=...), or give a base URL for a local "
                 "OpenAI-compatible server that needs no key"
             )
         return LOCAL_PLACEHOLDER_KEY
 
+    def _configured_url(self) -> str | None:
+        """The base URL given to this model, else the environment's ``OPENAI_BASE_URL`` (None: neither)."""
+        return self._base_url or os.environ.get("OPENAI_BASE_URL") or None
+
     @property
     def base_url(self) -> str:
         """The API's base URL, without any credentials it might embed (safe to show)."""
-        url = self._base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_API_URL
+        url = self._configured_url() or OPENAI_API_URL
         if self._client is not None:
             url = str(self._client.base_url)
         return without_credentials(url).rstrip("/")
