@@ -154,7 +154,9 @@ class RecordingModel:
             record["interrupted"] = True
             raise
         finally:
-            self._write(redact(record, secrets))
+            # The request summary is redacted already (summarize_request): only what came back needs it.
+            self._write({**redact({k: v for k, v in record.items() if k != "request"}, secrets),
+                         "request": record["request"]})
 
     def _write(self, record: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
