@@ -209,7 +209,8 @@ class AgentLoop:
                     if self.on_event is not None:  # validated for the listener; the history gets the joined text
                         self.emit(TextDelta, valid_text(event.text))
                 elif isinstance(event, FunctionCallProgress):
-                    self.emit(FunctionCallProgress, event.key, event.name, event.arguments_chars)
+                    if self.on_event is not None:  # the model's own event, passed on as it is
+                        self.on_event(event)
                 elif isinstance(event, FunctionCallEvent):
                     calls.append(ToolCall(valid_text(event.call_id), valid_text(event.name),
                                           valid_text(event.arguments)))
