@@ -188,3 +188,11 @@ def test_approvals_stay_until_answered_then_fold_and_close_their_widgets():
     assert counted and int(counted.group(1)) == int(counted.group(2)) + int(counted.group(3)), fold
     assert "approval: write approved" in fold
     assert len(alive_widgets) - before <= 50
+
+
+def test_deeply_nested_arguments_do_not_break_the_panel():
+    deep = '{"a": ' * 100_000 + "1" + "}" * 100_000
+    panel, result = run_with_panel([Call("noop", deep), "done"], throttle=0.0)
+    assert result.status == "complete"
+    (title,) = accordion_titles(panel)
+    assert title.startswith('noop({"a": {"a":') and " · error · " in title

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ..events import Event, MessageDone, ToolCallFinished, ToolCallStarted
 from ..result import LoopResult
-from ..text import cut, pretty_arguments, short_arguments
+from ..text import cut, load_arguments, pretty_arguments, short_arguments
 from ..tools import ToolCall
 
 TEXT_OUTPUT_CHARS = 600
@@ -80,8 +80,8 @@ def arguments_html(arguments: str) -> str:
     """A call's arguments for the panel: a ``code`` argument as highlighted Python (run_python's), else indented
     JSON."""
     try:
-        value = json.loads(arguments)
-    except (json.JSONDecodeError, TypeError):
+        value = load_arguments(arguments)
+    except (ValueError, RecursionError, TypeError):  # not JSON, or nested too deeply to read: shown as given
         value = None
     if isinstance(value, dict) and isinstance(value.get("code"), str):
         from pygments import highlight  # IPython's own dependency
@@ -90,7 +90,9 @@ def arguments_html(arguments: str) -> str:
 
         code = highlight(value["code"], PythonLexer(), HtmlFormatter(noclasses=True, nobackground=True))
         rest = {k: v for k, v in value.items() if k != "code"}
-        return code + (f"<pre style='margin: 0'>{html.escape(json.dumps(rest, indent=2))}</pre>" if rest else "")
+        if not rest:
+            return code
+        return code + f"<pre style='margin: 0'>{html.escape(pretty_arguments(json.dumps(rest)))}</pre>"
     return f"<pre style='margin: 0 0 6px'>{html.escape(pretty_arguments(arguments))}</pre>"
 
 
