@@ -13,7 +13,6 @@ import time
 
 from IPython.core.interactiveshell import InteractiveShell
 
-from agentkernel.file_tools import MAX_OUTPUT_CHARS
 from agentkernel.jupyter.code_runner import CodeRunner
 
 CASES = {
@@ -29,7 +28,7 @@ async def best_of(runner: CodeRunner, code: str, repeats: int) -> float:
     for _ in range(repeats):
         start = time.perf_counter()
         execution = await runner.run(code)
-        execution.text(MAX_OUTPUT_CHARS)
+        execution.text()
         best = min(best, time.perf_counter() - start)
         assert execution.error is None, execution.error
     return best

@@ -34,7 +34,6 @@ from itertools import count
 from types import CodeType
 from typing import Any, Literal
 
-from ..text import cut
 from .tracebacks import cell_names, format_error
 
 OutputKind = Literal["stdout", "stderr", "display", "value"]
@@ -99,7 +98,7 @@ class Execution:
         """The outputs a front end shows richly: display outputs and a value, with more than plain text."""
         return [o for o in self.outputs if o.kind in ("display", "value") and set(o.data) - {"text/plain"}]
 
-    def text(self, limit: int) -> str:
+    def text(self) -> str:
         """What the model reads: streams, each display's text with a placeholder per image, the value, the error."""
         parts: list[str] = []
         for output in self.outputs:
@@ -112,7 +111,7 @@ class Execution:
         parts += [f"[{kind}: {n:,} more characters not kept]" for kind, n in self.dropped.items()]
         if self.error is not None:
             parts.append(f"[error]\n{self.error}")
-        return cut("\n".join(parts) if parts else "(the code ran; no output and no value)", limit)
+        return "\n".join(parts) if parts else "(the code ran; no output and no value)"
 
 
 def describe_bundle(data: dict[str, Any]) -> str:

@@ -7,7 +7,7 @@ They need the IPython shell, so they live in the Jupyter layer and are built per
     await agentkernel.run("What columns does df have?", model=model, tools=tools.tools)
     tools.executed_code    # the code run_python ran, in order
 
-Every output is bounded (:data:`~agentkernel.file_tools.MAX_OUTPUT_CHARS`) and marked where cut. Names are
+Every output is bounded (:data:`~agentkernel.tools.MAX_OUTPUT_CHARS`, as for any tool) and marked where cut. Names are
 looked up in the user namespace and dotted paths walked with ``getattr`` on identifiers only: nothing the model
 writes is evaluated, except the code of an approved ``run_python`` call.
 """
@@ -23,10 +23,9 @@ from types import ModuleType
 from typing import Any
 
 from ..events import Event, ToolCallStarted
-from ..file_tools import MAX_OUTPUT_CHARS
 from ..redact import known_secrets, redact_text
 from ..text import cut, short
-from ..tools import Tool, tool
+from ..tools import MAX_OUTPUT_CHARS, Tool, tool
 from .code_runner import IMAGE_TYPES, CodeRunner, Output
 from .describe import describe, one_line, size_hint, type_name
 from .tracebacks import cell_names, cell_number, format_error
@@ -108,7 +107,7 @@ class KernelTools:
             lines.append(line)
         if len(lines) - 1 < len(names):
             lines.append(f"[{len(names) - len(lines) + 1:,} more variables not shown]")
-        return _bounded("\n".join(lines))
+        return _redacted("\n".join(lines))
 
     def inspect_variable(self, name: str) -> str:
         """Describe one variable of the notebook; name may be a dotted path such as df.columns or
@@ -119,7 +118,7 @@ class KernelTools:
         Args:
             name: a variable name or a dotted path of attribute names (no calls, no indexing)
         """
-        return _bounded(describe(self.lookup(name)))
+        return _redacted(describe(self.lookup(name)))
 
     def last_error(self) -> str:
         """The last exception raised in a notebook cell: its type, message, the traceback from the
@@ -127,7 +126,7 @@ class KernelTools:
         error: BaseException | None = getattr(sys, "last_value", None)
         if error is None:
             return "no error so far: no notebook cell has raised an exception in this kernel"
-        return _bounded(self._describe_error(error))
+        return _redacted(self._describe_error(error))
 
     def notebook_cells(self, count: int = 5) -> str:
         """The inputs of the last executed notebook cells (before this one), with the text of their Out values.
@@ -149,7 +148,7 @@ class KernelTools:
                 parts.append(f"Out[{n}]:\n{cut(self._plain(outputs[n]), CELL_OUTPUT_CHARS)}")
         if count > MAX_CELLS:
             parts.append(f"[only the last {MAX_CELLS} cells are shown]")
-        return _bounded("\n".join(parts))
+        return _redacted("\n".join(parts))
 
     async def run_python(self, code: str) -> str:
         """Run Python code in the notebook's kernel, in the user's namespace, the way a cell runs:
@@ -167,9 +166,9 @@ class KernelTools:
         self.rich_outputs += execution.rich
         if self.on_displays is not None and execution.rich:
             self.on_displays(call_id, execution.rich)
-        text = _bounded(execution.text(MAX_OUTPUT_CHARS))
+        text = _redacted(execution.text())
         if execution.error is not None:
-            raise CodeFailed(_bounded(f"{short(execution.error.partition(chr(10))[0], 200)}\n{text}"))
+            raise CodeFailed(_redacted(f"{short(execution.error.partition(chr(10))[0], 200)}\n{text}"))
         return text
 
     # -- helpers ---------------------------------------------------------------------------------------------
@@ -250,7 +249,7 @@ def kernel_tools(shell: Any) -> list[Tool]:
     return KernelTools(shell).tools
 
 
-def _bounded(text: str) -> str:
-    """A tool's output as the model gets it: cut to the bound, and without API keys (a notebook may hold one in
-    a variable, in ``os.environ`` or in a cell's source)."""
-    return redact_text(cut(text, MAX_OUTPUT_CHARS), known_secrets())
+def _redacted(text: str) -> str:
+    """A tool's output without API keys (a notebook may hold one in a variable, in ``os.environ`` or in a cell's
+    source). Cutting it to the bound is the tool mechanism's (``max_output_chars``), done once."""
+    return redact_text(text, known_secrets())
