@@ -69,7 +69,6 @@ class Output:
 class Execution:
     """What one piece of code did: its outputs in order and, if it failed, the error as text."""
 
-    code: str
     outputs: list[Output] = field(default_factory=list)
     error: str | None = None
     kept: dict[str, int] = field(default_factory=dict)
@@ -158,7 +157,7 @@ class CodeRunner:
 
     async def run(self, code: str) -> Execution:
         """Run ``code``; cancelling this call abandons the code and interrupts its thread."""
-        execution = Execution(code)
+        execution = Execution()
         try:
             compiled = self.compile(code)
         except SyntaxError as e:
