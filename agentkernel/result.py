@@ -56,12 +56,18 @@ class LoopResult:
         return f"{_count(self.rounds, 'round')} and {_count(self.tool_calls, 'tool call')}"
 
     @property
+    def detail_clause(self) -> str:
+        """``detail`` as a clause to put in a sentence: on one line, no final period (an error message may span
+        lines or end with its own)."""
+        return " ".join(self.detail.split()).rstrip(".")
+
+    @property
     def summary(self) -> str:
         """One sentence about the run, made without asking the model."""
         work = self.work
         if self.status == "complete":
             return f"Answered after {work}."
-        detail = " ".join(self.detail.split()).rstrip(".")  # an error message may span lines or end with a period
+        detail = self.detail_clause
         return f"Stopped with {self.status.upper()} after {work}{': ' + detail if detail else ''}."
 
     # -- display in a notebook: a short summary, never the whole history -------------------------------------

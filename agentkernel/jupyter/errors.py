@@ -37,8 +37,8 @@ class AgentStop(AgentError):
     """
 
     def __init__(self, result: LoopResult):
-        detail = " ".join(result.detail.split()).rstrip(".")
-        super().__init__(f"{result.status.upper()}: {detail} (after {result.work}; the partial result is in _agent)")
+        where = f"after {result.work}; the partial result is in _agent"
+        super().__init__(f"{result.status.upper()}: {result.detail_clause} ({where})")
         self.result = result
 
 
