@@ -121,7 +121,6 @@ class Panel:
         self.by_call: dict[str, Entry] = {}  # live calls by call_id
         self.writing: dict[str, Entry] = {}  # calls the model is still writing, by their progress key
         self.streaming: Entry | None = None  # the message being streamed
-        self.folded = 0
         self.folded_kinds = {"call": 0, "message": 0, "approval": 0}
         self.folded_titles: deque[str] = deque(maxlen=FOLDED_TITLES)
         self.fold: widgets.HTML | None = None  # the block of folded entries, made at the first fold
@@ -261,7 +260,6 @@ class Panel:
         kept: deque[Entry] = deque()
         for entry in self.live:
             if excess > 0 and not entry.busy:
-                self.folded += 1
                 self.folded_kinds[entry.kind] += 1
                 self.folded_titles.append(entry.title())
                 self.closing.extend(entry.parts)
@@ -276,11 +274,12 @@ class Panel:
     def folded_html(self) -> str:
         """The fold block: how many entries are folded, expanding to the newest titles."""
         counts = ", ".join(f"{n} {kind}{'s' * (n != 1)}" for kind, n in self.folded_kinds.items() if n)
-        older = self.folded - len(self.folded_titles)
+        folded = sum(self.folded_kinds.values())
+        older = folded - len(self.folded_titles)
         lines = "\n".join(f"{older + i + 1}. {html.escape(title)}" for i, title in enumerate(self.folded_titles))
         more = (f"<div><i>… and {older} before these; the whole run is in <code>_agent.history</code> and in "
                 "the rendering left when the run ends</i></div>") if older else ""
-        return (f"<details><summary><code>{self.folded} earlier entries folded ({counts})</code></summary>{more}"
+        return (f"<details><summary><code>{folded} earlier entries folded ({counts})</code></summary>{more}"
                 f"<pre style='margin: 0'>{lines}</pre></details>")
 
     def show(self, entry: Entry) -> None:
