@@ -89,10 +89,10 @@ class KernelTools:
     def list_variables(self) -> str:
         """List the notebook's variables (as %whos shows them; no modules, no _-names): name, type, size
         (shape or length) and a one-line value."""
-        names = sorted(name for name, value in self.user_variables())
-        if not names:
+        variables = sorted(self.user_variables(), key=lambda variable: variable[0])
+        if not variables:
             return "no variables yet: the notebook's namespace holds no user variables"
-        rows = [(name, *self._row(self.shell.user_ns[name])) for name in names[:MAX_VARIABLES]]
+        rows = [(name, *self._row(value)) for name, value in variables[:MAX_VARIABLES]]
         # Columns as wide as their longest cell, up to a limit (a longer name or type just pushes its row along).
         widths = [min(max(len(row[i]) for row in rows), 24) for i in range(3)]
         header = ("name", "type", "size")
@@ -105,8 +105,8 @@ class KernelTools:
             if size > MAX_OUTPUT_CHARS - 100:  # room for the note
                 break
             lines.append(line)
-        if len(lines) - 1 < len(names):
-            lines.append(f"[{len(names) - len(lines) + 1:,} more variables not shown]")
+        if len(lines) - 1 < len(variables):
+            lines.append(f"[{len(variables) - len(lines) + 1:,} more variables not shown]")
         return _redacted("\n".join(lines))
 
     def inspect_variable(self, name: str) -> str:
