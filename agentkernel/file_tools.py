@@ -23,12 +23,12 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .text import short
+from .text import short, take_lines
 from .text_files import SNIFF_BYTES, read_text_file, split_lines
 from .text_search import search_files
 from .tools import Tool, tool
@@ -178,7 +178,7 @@ class PathPolicy:
         if first > len(lines):
             raise ValueError(f"offset {first} is past the end of {shown!r}, which has {len(lines)} lines")
         window = lines[first - 1 : None if limit is None else first - 1 + limit]
-        kept, cut = _take(window, MAX_OUTPUT_CHARS)
+        kept, cut = take_lines(window, MAX_OUTPUT_CHARS)
         last = first + len(kept) - 1
         text = "\n".join(kept)
         if cut is not None:
@@ -202,7 +202,7 @@ class PathPolicy:
         if not entries:
             return "[empty directory]"
         names = [shown_name(e.name) + ("/" if _is_dir(e) else "") for e in entries[:MAX_LIST_ENTRIES]]
-        kept, _ = _take(names, MAX_OUTPUT_CHARS)
+        kept, _ = take_lines(names, MAX_OUTPUT_CHARS)
         text = "\n".join(kept)
         if len(kept) < len(entries):
             text += f"\n[showing {len(kept)} of {len(entries)} entries]"
@@ -244,7 +244,7 @@ class PathPolicy:
             raise ValueError(f"{located.show()!r} is {found.skipped[0]}")
         shown = [located.show(f) for f in files]
         matches = [f"{shown[i]}:{number}: {short(line, MAX_MATCH_LINE_CHARS)}" for i, number, line in found.matches]
-        kept, _ = _take(matches[:MAX_MATCHES], MAX_OUTPUT_CHARS - 500)  # room for the notes
+        kept, _ = take_lines(matches[:MAX_MATCHES], MAX_OUTPUT_CHARS - 500)  # room for the notes
         lines = [header] if header else []
         stopped = " before the search was stopped" if found.timed_out else ""
         lines += kept or [f"no matches for {pattern!r} in {located.show()!r}{stopped}"]
@@ -327,21 +327,6 @@ def shown_name(name: str) -> str:
     return name
 
 
-def _take(lines: Iterable[str], budget: int) -> tuple[list[str], int | None]:
-    """As many lines as fit in ``budget`` characters (newlines counted). If even the first line does not fit,
-    its first ``budget`` characters, and that line's full length as the second value."""
-    kept: list[str] = []
-    used = 0
-    for line in lines:
-        if used + len(line) + 1 > budget:
-            if not kept:
-                return [line[:budget]], len(line)
-            break
-        kept.append(line)
-        used += len(line) + 1
-    return kept, None
-
-
 def _read_part(path: Path, shown: str, first: int, limit: int | None) -> str:
     """Lines of a file too big to read whole. Holds at most one chunk and one output's worth of bytes at a time,
     however long its lines are (a 2 GB line is skipped a chunk at a time, never held)."""
@@ -365,7 +350,7 @@ def _read_part(path: Path, shown: str, first: int, limit: int | None) -> str:
         lines = [raw.decode("utf-8").removesuffix("\r") for raw in complete[:limit]]
     except UnicodeDecodeError:
         raise ValueError(f"{shown!r} is not UTF-8 text (binary?)") from None
-    kept, cut = _take(lines, MAX_OUTPUT_CHARS)
+    kept, cut = take_lines(lines, MAX_OUTPUT_CHARS)
     if cut is not None:
         return f"{kept[0]}\n[line {first} is {cut:,} characters; showing the first {MAX_OUTPUT_CHARS:,}]"
     last = first + len(kept) - 1

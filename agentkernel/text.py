@@ -4,7 +4,7 @@ that is always safe to encode (no lone surrogates) and to write as a JSON line."
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 
@@ -19,6 +19,21 @@ def cut(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}\n… ({len(text):,} characters in all)"
+
+
+def take_lines(lines: Iterable[str], budget: int) -> tuple[list[str], int | None]:
+    """As many lines as fit in ``budget`` characters (newlines counted). If even the first line does not fit,
+    its first ``budget`` characters, and that line's full length as the second value."""
+    kept: list[str] = []
+    used = 0
+    for line in lines:
+        if used + len(line) + 1 > budget:
+            if not kept:
+                return [line[:budget]], len(line)
+            break
+        kept.append(line)
+        used += len(line) + 1
+    return kept, None
 
 
 def valid_text(text: str) -> str:

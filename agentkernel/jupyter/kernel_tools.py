@@ -24,7 +24,7 @@ from typing import Any
 
 from ..events import Event, ToolCallStarted
 from ..redact import known_secrets, redact_text
-from ..text import cut, short
+from ..text import cut, short, take_lines
 from ..tools import MAX_OUTPUT_CHARS, Tool, tool
 from .code_runner import IMAGE_TYPES, CodeRunner, Output
 from .describe import describe, one_line, size_hint, type_name
@@ -98,13 +98,9 @@ class KernelTools:
         header = ("name", "type", "size")
         widths = [max(w, len(h)) for w, h in zip(widths, header, strict=True)]
         lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + "  value"]
-        size = 0
-        for row in rows:
-            line = "  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3]
-            size += len(line) + 1
-            if size > MAX_OUTPUT_CHARS - 100:  # room for the note
-                break
-            lines.append(line)
+        body = ("  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3]
+                for row in rows)
+        lines += take_lines(body, MAX_OUTPUT_CHARS - 100)[0]  # room for the note
         if len(lines) - 1 < len(variables):
             lines.append(f"[{len(variables) - len(lines) + 1:,} more variables not shown]")
         return _redacted("\n".join(lines))
