@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from agentkernel import LoopResult, run, validate_history
+from agentkernel import LoopResult, run
 
 
 def run_sync(prompt: str | None, **options: Any) -> LoopResult:
-    """Run the loop to its end in a fresh event loop, with no transcript unless one is asked for."""
-    options.setdefault("transcript", False)
+    """Run the loop to its end in a fresh event loop."""
     return asyncio.run(run(prompt, **options))
 
 
@@ -25,7 +24,3 @@ def calls(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def output_of(history: list[dict[str, Any]], call_id: str) -> dict[str, Any]:
     (item,) = [i for i in outputs(history) if i["call_id"] == call_id]
     return item
-
-
-def assert_valid(result: LoopResult) -> None:
-    validate_history(result.history)

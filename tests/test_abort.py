@@ -33,7 +33,6 @@ async def run_with_stop_after(delay: float, **options) -> tuple:
     """Run the loop, setting the stop signal from another thread after ``delay`` s, as a Stop click would."""
     stop = StopSignal()
     timer = threading.Timer(delay, stop.set)
-    options.setdefault("transcript", False)
     start = time.monotonic()
     timer.start()
     try:
