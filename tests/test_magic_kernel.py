@@ -239,18 +239,6 @@ def test_iteration_budget_is_an_error_cell_with_partial_findings(kernel: KernelS
 # -- options -----------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("line, message", [("--bogus", "unrecognized arguments: --bogus"),
-                                           ("--max-iterations many", "invalid int value: 'many'")])
-def test_bad_option_is_a_usage_error(kernel: KernelSession, line: str, message: str):
-    kernel.ok("m = ScriptedModel(['unused'])")
-    cell = kernel.run(f"%%agent -m m {line}\nhello")
-    assert cell.status == "error"
-    shown = cell.stderr + "".join(e["evalue"] for e in cell.errors)
-    assert "UsageError" in shown and message in shown, cell.describe()
-    assert "usage: %%agent [options]" in shown
-    assert not cell.displays  # no panel for a cell that never ran
-
-
 def test_config_sets_defaults(kernel: KernelSession):
     kernel.ok("busy = ScriptedModel([Call('read_file', {'path': 'x.txt'}), 'never reached'])")
     kernel.ok("%config AgentMagics.max_iterations = 1")
@@ -260,16 +248,6 @@ def test_config_sets_defaults(kernel: KernelSession):
         assert kernel.value("_agent.rounds") == 1
     finally:
         kernel.ok("%config AgentMagics.max_iterations = 0")
-
-
-@pytest.mark.parametrize("code", ["%%agent?", "%agent?"])
-def test_help_shows_the_docstring(kernel: KernelSession, code: str):
-    cell = kernel.run(code)
-    assert cell.status == "ok"
-    (page,) = [p for p in cell.reply["content"]["payload"] if p.get("source") == "page"]
-    text = page["data"]["text/plain"]
-    assert "Run an LLM tool-use loop on the prompt" in text
-    assert "--max-iterations" in text and "--allow-writes" in text
 
 
 def test_continue_appends_the_prompt_to_the_previous_history(kernel: KernelSession):

@@ -90,6 +90,7 @@ def test_help_groups_every_option_with_its_default(kernel: KernelSession, code: 
     assert cell.status == "ok"
     (page,) = [p for p in cell.reply["content"]["payload"] if p.get("source") == "page"]
     text = page["data"]["text/plain"]
+    assert "Run an LLM tool-use loop on the prompt" in text  # the magic's docstring
     usage, _ = text.split("Run an LLM tool-use loop", 1)
     assert "%%agent [options]" in usage and "%agent [options] prompt" in usage, usage
     assert "for %agent: the cell body" not in text  # argparse's eaten %
@@ -168,6 +169,8 @@ def test_model_from_command_line_then_config_then_environment(kernel: KernelSess
     ("--max-iterations -1", "argument --max-iterations: must be 0 or more, not '-1'"),
     ("--stuck-window 2.5", "argument --stuck-window: invalid int value: '2.5'"),
     ('--system "unclosed', "No closing quotation"),
+    ("--bogus", "unrecognized arguments: --bogus"),
+    ("--max-iterations many", "invalid int value: 'many'"),
     ("--max-s 3", "unrecognized arguments: --max-s"),  # no abbreviations: adding an option would change them
     ("stray words", "%%agent takes its prompt from the cell body; 'stray words' is not an option"),
 ])
