@@ -23,10 +23,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from kernel_client import Cell, KernelSession, kernel_env  # noqa: E402
+from kernel_client import Cell, KernelSession, agent_kernel  # noqa: E402
 
 SETUP = """\
-%load_ext agentkernel
 %autoawait True
 import gc, time, ipywidgets, agentkernel
 from agentkernel import Call, ScriptedModel, tool
@@ -81,10 +80,7 @@ def plain_run(kernel: KernelSession, n: int) -> tuple[float, float]:
 def main() -> None:
     quick = "--quick" in sys.argv
     repeats, rss_runs = (1, 3) if quick else (3, 10)
-    root = Path(tempfile.mkdtemp(prefix="agentkernel-bench-"))
-    (root / "cwd").mkdir()
-    kernel = KernelSession(root / "cwd", kernel_env(root))
-    try:
+    with agent_kernel(Path(tempfile.mkdtemp(prefix="agentkernel-bench-"))) as kernel:
         kernel.ok(SETUP)
         kernel.ok("%config AgentMagics.transcripts = False")
         agent_run(kernel, 20)  # warm up: imports, first widgets
@@ -108,8 +104,6 @@ def main() -> None:
                 first = kernel.value("rss_mb()")
         last = kernel.value("rss_mb()")
         total_widgets = kernel.value("len(ipywidgets.widgets.widget._instances)")
-    finally:
-        kernel.shutdown()
 
     print(f"{'N':>5} {'panel ms/round':>15} {'plain ms/round':>15} {'ratio':>6} {'panel CPU':>10} "
           f"{'plain CPU':>10} {'msgs/round':>11} {'bytes/round':>12} {'widgets left':>13}")

@@ -356,11 +356,9 @@ def test_output_limit_per_tool_and_for_errors_and_values():
 
 
 def test_a_tool_that_exits_leaves_the_kernel_alive(tmp_path: Path):
-    from kernel_client import KernelSession, kernel_env
+    from kernel_client import agent_kernel
 
-    session = KernelSession(tmp_path, kernel_env(tmp_path))
-    try:
-        session.ok("%load_ext agentkernel")
+    with agent_kernel(tmp_path) as session:
         pid = session.value("__import__('os').getpid()")
         session.ok("""\
 import sys
@@ -417,5 +415,3 @@ m = ScriptedModel([[Call(name) for name in ("quit_sync", "quit_async", "interrup
         assert session.value("__import__('os').getpid()") == pid
         exited = "error: SystemExit(None): the tool tried to end the process"
         assert session.value("_agent.history[-2]['output']") == exited
-    finally:
-        session.shutdown()

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kernel_client import Cell, KernelSession, kernel_env
+from kernel_client import Cell, KernelSession, agent_kernel
 from llama_server import MODEL_NAME, LlamaServer
 from realmodel_support import CALL_PROMPT, RAMBLE_PROMPT, SECRET, SECRET_WORD_TOOL, SYSTEM, assert_generation_cancelled
 
@@ -29,16 +29,10 @@ def _calls(result):
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelSession]:
-    root = tmp_path_factory.mktemp("realmodel_kernel")
-    cwd = root / "cwd"
-    cwd.mkdir()
-    ks = KernelSession(cwd, kernel_env(root))
-    try:
-        ks.ok("%load_ext agentkernel\n%autoawait True")
+    with agent_kernel(tmp_path_factory.mktemp("realmodel_kernel")) as ks:
+        ks.ok("%autoawait True")
         ks.ok("import agentkernel\nfrom agentkernel import tool\n" + SECRET_WORD_TOOL + CHECKS)
         yield ks
-    finally:
-        ks.shutdown()
 
 
 def agent_cell(server: LlamaServer, prompt: str, options: str = "", api: str = "chat") -> str:
