@@ -19,11 +19,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from runtime_helpers import outputs
+from test_file_tools import call, tools_for
 
 from agentkernel import Call, Limits, ScriptedModel, StopSignal, run, validate_history
 from agentkernel import file_tools as file_tools_module
 from agentkernel.file_tools import MAX_OUTPUT_CHARS, PACKAGE_DIR, PathPolicy, file_tools
-from agentkernel.tools import Tool, invoke
+from agentkernel.tools import invoke
 
 # (a+)+$ backtracks exponentially over a line of a's that does not end the way it wants: 25 of them held the GIL
 # (and so the event loop) for about 10 s before the fix.
@@ -38,10 +39,6 @@ def project(tmp_path: Path) -> Path:
     (root / "fast.txt").write_text("aaa\n")
     (root / "slow.txt").write_text("a\n" + SLOW_LINE + "\n")
     return root
-
-
-def tools_for(root: Path | PathPolicy) -> dict[str, Tool]:
-    return {t.name: t for t in file_tools(root)}
 
 
 async def largest_stall(work: asyncio.Future[object] | asyncio.Task[object]) -> float:
@@ -124,7 +121,7 @@ def test_a_huge_pattern_is_refused_at_once(project: Path) -> None:
 
 
 def test_a_pattern_that_breaks_the_compiler_is_searched_literally(project: Path) -> None:
-    out = asyncio.run(invoke(tools_for(project)["search_text"], {"pattern": "a{4294967296}"}))  # OverflowError
+    out = call(project, "search_text", pattern="a{4294967296}")  # OverflowError
     assert out.splitlines()[0].startswith("['a{4294967296}' is not a valid regular expression (the repetition")
 
 
@@ -190,7 +187,7 @@ def test_errors_never_hold_the_absolute_root(project: Path, name: str, path: str
     (project / "sub").mkdir()
     arguments = {"pattern": "x", "path": path} if name == "search_text" else {"path": path}
     with pytest.raises(Exception) as info:
-        asyncio.run(invoke(tools_for(project)[name], arguments))
+        call(project, name, **arguments)
     message = str(info.value)
     assert str(project) not in message and str(project.parent) not in message and str(PACKAGE_DIR) not in message
     assert path[:40] in message  # the path as the model gave it
@@ -213,7 +210,7 @@ def test_errors_naming_the_root_are_rewritten_relative(project: Path, monkeypatc
 
     monkeypatch.setattr(os, "walk", broken_walk)
     with pytest.raises(RuntimeError) as info:
-        asyncio.run(invoke(tools_for(project)["search_text"], {"pattern": "x"}))
+        call(project, "search_text", pattern="x")
     assert str(info.value) == "walk failed at sub/x.txt (under .)"
 
 

@@ -28,11 +28,11 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
-def tools_for(root: Path) -> dict[str, Tool]:
+def tools_for(root: Path | PathPolicy) -> dict[str, Tool]:
     return {t.name: t for t in file_tools(root)}
 
 
-def call(root: Path, name: str, **kwargs: object) -> str:
+def call(root: Path | PathPolicy, name: str, **kwargs: object) -> str:
     return asyncio.run(invoke(tools_for(root)[name], kwargs))
 
 
