@@ -202,9 +202,9 @@ class ContextView:
             self.ratio = min(max(prompt_tokens / max(self.fixed + self.total, 1), 0.25), 4.0)
         if window:
             self.window = window
-        elif self.window is None or (prompt_tokens and prompt_tokens <= self.window):
-            # No window given: it is below what was refused. Assume 80% of that; the next refusal corrects it.
-            self.window = int(0.8 * (prompt_tokens or self.fill))
+        else:  # no window given: it is below what was refused; assume 80% of that (the next refusal lowers it)
+            guess = int(0.8 * (prompt_tokens or self.fill))
+            self.window = guess if self.window is None else min(self.window, guess)
         self.base = None  # the last report was for a view that is about to change
 
     # -- compacting -------------------------------------------------------------------------------------------
@@ -277,10 +277,9 @@ class ContextView:
         name = call.get("name", "the tool")
         arguments = short_arguments(call.get("arguments", "{}"), 120)
         size = len(str(item.get("output", "")))
-        again = (f"call {name} again with the same arguments if you need it" if self.read_only(name) else
-                 f"{name} has side effects, so do not call it again just to see this output")
-        text = (f"[output elided to fit the context window: {name}({arguments}) returned {size:,} characters "
-                f"here; {again}]")
+        again = ("call it again to see them" if self.read_only(name) else
+                 "it has side effects: do not run it again just to see them")
+        text = f"[elided to fit the context window: {name}({arguments}) gave {size:,} characters; {again}]"
         return {"type": "function_call_output", "call_id": item["call_id"], "output": text, "elided": True}
 
     async def _summarise(self, summarize: Summarizer | None, compaction: Compaction) -> None:
