@@ -58,7 +58,7 @@ class WindowModel:
         size = int(self.scale * server_tokens(request))
         if size > self.window:
             self.refused.append(size)
-            self.log.append("r")
+            self.log.append("r" if request.purpose == "turn" else "s")
             raise ContextOverflowError(f"request ({size} tokens) exceeds the available context size",
                                        window=self.window if self.say_window else None,
                                        prompt_tokens=size if self.say_window else None)
@@ -197,7 +197,7 @@ def test_a_server_that_keeps_refusing_after_two_compactions_ends_the_run_not_a_l
     model = WindowModel(reading_script(40), window=6000, say_window=False, scale=20)
     result = run_sync("Read.", model=model, tools=[read_chunk])
     assert result.status == "context_overflow", result.summary
-    assert max(len(run) for run in "".join(model.log).split("a")) <= 3  # never more than 3 refusals in a row
+    assert max(run.count("r") for run in "".join(model.log).split("a")) <= 3  # never more than 3 turns refused in a row
     validate_history(result.history)
 
 
