@@ -3,18 +3,23 @@
 Used by the adapter and cassette tests: the SDK talks to it over a real socket (no patching), each POST gets
 the next scripted :class:`Reply`, every request body is kept, and a handler that finds the client gone records
 when it noticed (``disconnected``).
+
+:class:`WindowServer` is the same server with a context window: it counts each request's prompt tokens its own
+way, answers a request that fits from a function of the request, and refuses one that does not with the body a
+real server sends (OpenAI, llama.cpp or vLLM).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 
 
 @dataclass
@@ -68,6 +73,10 @@ class ScriptedServer:
         return Reply(status=500, body={"error": {"message": "the test server has no scripted reply left"}},
                      headers={"x-should-retry": "false"})
 
+    def get(self, path: str) -> tuple[int, dict[str, Any]]:
+        """The status and JSON body a GET of ``path`` gets (this server serves none)."""
+        return 404, {"error": {"message": f"no such endpoint: GET {path}", "type": "not_found_error"}}
+
     def mark_disconnected(self) -> None:
         if not self.disconnected.is_set():
             self.disconnected_at = time.monotonic()
@@ -89,6 +98,10 @@ def _handler(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format: str, *args: Any) -> None:  # keep pytest output quiet
             pass
+
+        def do_GET(self) -> None:
+            status, body = server.get(self.path)
+            self._send_json(Reply(status=status, body=body))
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
@@ -225,12 +238,13 @@ def chat_chunk(delta: dict[str, Any] | None = None, finish: str | None = None,
 def chat_events(
     text: Sequence[str] = (),
     calls: Sequence[tuple[str, str, Sequence[str]]] = (),
-    usage: tuple[int, int] = (10, 5),
+    usage: tuple[int, int] | None = (10, 5),
     finish: str | None = None,
 ) -> list[str]:
     """A Chat Completions stream; each call is (id, name, argument pieces), its pieces in separate chunks.
 
-    ``finish`` is the finish_reason (default: ``tool_calls`` when there are calls, else ``stop``).
+    ``finish`` is the finish_reason (default: ``tool_calls`` when there are calls, else ``stop``); ``usage=None``
+    leaves out the usage chunk (the API sends it only when ``stream_options.include_usage`` is set).
     """
     events = [chat_chunk({"role": "assistant", "content": ""})]
     events += [chat_chunk({"content": piece}) for piece in text]
@@ -240,9 +254,223 @@ def chat_events(
         events += [chat_chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
                    for piece in pieces]
     events.append(chat_chunk({}, finish=finish or ("tool_calls" if calls else "stop")))
-    events.append(chat_chunk(None, usage=usage))
+    if usage is not None:
+        events.append(chat_chunk(None, usage=usage))
     events.append("data: [DONE]\n\n")
     return events
+
+
+# -- a server with a context window -------------------------------------------------------------------------------
+
+Overflow = Literal["openai", "llamacpp", "vllm", "openai_sse_error", "openai_response_failed"]
+"""How :class:`WindowServer` refuses a request that does not fit, each exactly as that server does it:
+
+- ``openai``: HTTP 400, ``error.code`` ``context_length_exceeded`` (Chat: "This model's maximum context length is
+  N tokens. However, your messages resulted in M tokens ..."; Responses: "Your input exceeds the context window
+  of this model ...", which names no numbers);
+- ``llamacpp``: HTTP 400, ``error.type`` ``exceed_context_size_error`` with ``n_prompt_tokens`` and ``n_ctx``
+  (captured from llama.cpp's server in xllamacpp 2026.10.11549; the same body for both APIs, streamed or not);
+- ``vllm``: HTTP 400, ``error.type`` ``BadRequestError``, "This model's maximum context length is N tokens.
+  However, you requested K output tokens and your prompt contains at least M input tokens, ..." — where M is
+  N - K + 1, not the real count: vLLM cuts the prompt there before it counts;
+- ``openai_sse_error`` / ``openai_response_failed`` (Responses only; a Chat request gets ``openai``'s 400): HTTP
+  200 and a stream that starts (``response.created``, ``response.in_progress``) and then carries an ``error``
+  event (the error nested under ``error``, as the API really sends it, which the SDK raises as ``APIError``) or
+  a ``response.failed`` event whose ``response.error.code`` is ``context_length_exceeded``.
+"""
+
+OPENAI_INPUT_TOO_LONG = "Your input exceeds the context window of this model. Please adjust your input and try again."
+
+
+def count_tokens(body: dict[str, Any]) -> int:
+    """The prompt tokens :class:`WindowServer` charges for a request: the UTF-8 bytes of the whole request body as
+    compact JSON, divided by 3.5, rounded up.
+
+    Deliberately not the client's arithmetic (a client estimating characters of text / 4 undercounts it by some
+    20–40%: JSON keys, quoting and escapes count here), so a client can only learn it from ``usage`` and from the
+    overflow errors, as with a real tokenizer.
+    """
+    return math.ceil(len(json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()) / 3.5)
+
+
+@dataclass
+class Answer:
+    """What :class:`WindowServer` streams for a request that fits, in the shape of the API it was sent to."""
+
+    text: Sequence[str] = ()
+    """The text deltas."""
+    calls: Sequence[tuple[str, str, str]] = ()
+    """One tool call per (call_id, name, arguments JSON)."""
+    output_tokens: int | None = None
+    """Reported in ``usage``; default: the characters of text and arguments / 4, at least 1."""
+
+    def tokens(self) -> int:
+        if self.output_tokens is not None:
+            return self.output_tokens
+        return max(1, (sum(map(len, self.text)) + sum(len(arguments) for _, _, arguments in self.calls)) // 4)
+
+
+@dataclass
+class Measured:
+    """One request :class:`WindowServer` received, with the prompt tokens it counted and whether it refused it."""
+
+    received: Received
+    prompt_tokens: int
+    refused: bool
+
+    @property
+    def api(self) -> Literal["chat", "responses"]:
+        return "chat" if self.received.path.endswith("/chat/completions") else "responses"
+
+    def items(self) -> list[dict[str, Any]]:
+        """The history the request carries, as Responses items (a Chat request's messages converted)."""
+        body = self.received.body
+        if self.api == "responses":
+            source = body.get("input", [])
+            return [{"type": "message", "role": "user", "content": source}] if isinstance(source, str) else source
+        items: list[dict[str, Any]] = []
+        for message in body.get("messages", []):
+            if message.get("role") == "tool":
+                items.append({"type": "function_call_output", "call_id": message.get("tool_call_id"),
+                              "output": message.get("content")})
+                continue
+            if message.get("content") or not message.get("tool_calls"):
+                items.append({"type": "message", "role": message.get("role"), "content": message.get("content")})
+            for call in message.get("tool_calls") or []:
+                items.append({"type": "function_call", "call_id": call.get("id"),
+                              "name": call["function"]["name"], "arguments": call["function"]["arguments"]})
+        return items
+
+    def problems(self) -> list[str]:
+        """How the history the request carries breaks the call/output invariant (empty when it holds)."""
+        from agentkernel.history import history_problems
+
+        return history_problems(self.items())
+
+
+def _requested_output(body: dict[str, Any]) -> int:
+    for key in ("max_output_tokens", "max_completion_tokens", "max_tokens"):
+        if isinstance(body.get(key), int):
+            return body[key]
+    return 0
+
+
+class WindowServer(ScriptedServer):
+    """A fake OpenAI-compatible server that enforces a context window of ``window`` tokens, for both APIs.
+
+    ``with WindowServer(window=8000, overflow="llamacpp", reply=answer) as server:`` serves on ``server.url``.
+    Each POST to ``/v1/chat/completions`` or ``/v1/responses`` is counted with :func:`count_tokens` (or
+    ``count``); one of more than ``window`` tokens is refused as ``overflow`` says (see :data:`Overflow`; the real
+    servers' boundaries differ by a token: llama.cpp refuses at n_ctx, vLLM also counts the requested output
+    tokens), one that fits gets ``reply(body, prompt_tokens)`` streamed, with ``prompt_tokens`` in its usage (Chat:
+    a final usage chunk when ``stream_options.include_usage`` is set; Responses: ``response.completed``). ``reply``
+    returns an :class:`Answer`, or a :class:`Reply` to send as it is. :attr:`measured` keeps every request with its
+    count, refused or not; :attr:`window` may be changed while serving.
+
+    GET ``/v1/models`` answers as the server ``overflow`` names (llama.cpp: ``meta.n_ctx``; vLLM:
+    ``max_model_len``; OpenAI: no window); GET ``/props`` answers llama.cpp-style
+    (``default_generation_settings.n_ctx``) when ``props`` is true, by default when ``overflow`` is ``llamacpp``.
+    """
+
+    model = "test-model"
+
+    def __init__(self, window: int, overflow: Overflow = "openai",
+                 reply: Callable[[dict[str, Any], int], Answer | Reply] | None = None,
+                 count: Callable[[dict[str, Any]], int] = count_tokens, props: bool | None = None):
+        super().__init__()
+        self.window = window
+        self.overflow = overflow
+        self.reply = reply or (lambda body, prompt_tokens: Answer(["ok"]))
+        self.count = count
+        self.props = overflow == "llamacpp" if props is None else props
+        self.measured: list[Measured] = []
+
+    def refused(self) -> list[Measured]:
+        return [request for request in self.measured if request.refused]
+
+    def next_reply(self, received: Received) -> Reply:
+        body = received.body
+        prompt_tokens = self.count(body)
+        chat = received.path.endswith("/chat/completions")
+        refused = prompt_tokens > self.window
+        with self._lock:
+            self.requests.append(received)
+            self.measured.append(Measured(received, prompt_tokens, refused))
+        if not body.get("stream"):
+            return Reply(status=400, body={"error": {"message": "the test server streams only (send stream=true)",
+                                                     "type": "invalid_request_error"}})
+        if refused:
+            return self.overflow_reply(chat, prompt_tokens, _requested_output(body))
+        answer = self.reply(body, prompt_tokens)
+        if isinstance(answer, Reply):
+            return answer
+        if chat:
+            include_usage = (body.get("stream_options") or {}).get("include_usage")
+            usage = (prompt_tokens, answer.tokens()) if include_usage else None
+            calls = [(call_id, name, [arguments]) for call_id, name, arguments in answer.calls]
+            return Reply(chat_events(answer.text, calls, usage=usage))
+        return Reply(responses_events(answer.text, answer.calls, usage=(prompt_tokens, answer.tokens())))
+
+    def overflow_reply(self, chat: bool, prompt_tokens: int, output_tokens: int = 0) -> Reply:
+        """The refusal of a ``prompt_tokens`` request, as :attr:`overflow` says (``output_tokens``: its cap)."""
+        window, kind = self.window, self.overflow
+        if kind == "llamacpp":
+            return Reply(status=400, body={"error": {
+                "code": 400, "type": "exceed_context_size_error", "n_prompt_tokens": prompt_tokens, "n_ctx": window,
+                "message": f"request ({prompt_tokens} tokens) exceeds the available context size ({window} tokens), "
+                           "try increasing it"}})
+        if kind == "vllm":
+            at_least = max(1, window - output_tokens + 1)
+            return Reply(status=400, body={"error": {
+                "message": f"This model's maximum context length is {window} tokens. However, you requested "
+                           f"{output_tokens} output tokens and your prompt contains at least {at_least} input "
+                           f"tokens, for a total of at least {at_least + output_tokens} tokens. Please reduce the "
+                           "length of the input prompt or the number of requested output tokens. "
+                           f"(parameter=input_tokens, value={at_least})",
+                "type": "BadRequestError", "param": "input_tokens", "code": 400}})
+        if chat or kind == "openai":
+            message = (f"This model's maximum context length is {window} tokens. However, your messages resulted "
+                       f"in {prompt_tokens} tokens. Please reduce the length of the messages."
+                       if chat else OPENAI_INPUT_TOO_LONG)
+            return Reply(status=400, body={"error": {"message": message, "type": "invalid_request_error",
+                                                     "param": "messages" if chat else "input",
+                                                     "code": "context_length_exceeded"}})
+        response: dict[str, Any] = {"id": "resp_1", "object": "response", "created_at": 0, "model": self.model,
+                                    "status": "in_progress", "output": [], "usage": None, "error": None}
+        events = [_sse({"type": "response.created", "sequence_number": 0, "response": response}, "response.created"),
+                  _sse({"type": "response.in_progress", "sequence_number": 1, "response": response},
+                       "response.in_progress")]
+        if kind == "openai_sse_error":
+            events.append(_sse({"type": "error", "sequence_number": 2, "error": {
+                "type": "invalid_request_error", "code": "context_length_exceeded",
+                "message": OPENAI_INPUT_TOO_LONG, "param": "input"}}, "error"))
+        else:
+            failed = dict(response, status="failed",
+                          error={"code": "context_length_exceeded", "message": OPENAI_INPUT_TOO_LONG})
+            events.append(_sse({"type": "response.failed", "sequence_number": 2, "response": failed},
+                               "response.failed"))
+        return Reply(events)
+
+    def get(self, path: str) -> tuple[int, dict[str, Any]]:
+        if path == "/props" and self.props:
+            return 200, {
+                "default_generation_settings": {"n_ctx": self.window, "params": {"n_predict": -1, "seed": 42}},
+                "total_slots": 1, "model_alias": self.model, "model_path": f"/models/{self.model}.gguf",
+                "modalities": {"vision": False, "video": False, "audio": False},
+                "chat_template_caps": {"supports_tools": True, "supports_tool_calls": True},
+                "bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "build_info": "b0-unknown",
+                "is_sleeping": False}
+        if path == "/v1/models":
+            card: dict[str, Any] = {"id": self.model, "object": "model", "created": 0}
+            if self.overflow == "llamacpp":
+                card.update(owned_by="llamacpp", aliases=[self.model], meta={
+                    "vocab_type": 2, "n_vocab": 49152, "n_ctx": self.window, "n_ctx_train": 8192})
+            elif self.overflow == "vllm":
+                card.update(owned_by="vllm", root=self.model, parent=None, max_model_len=self.window)
+            else:
+                card.update(owned_by="system")
+            return 200, {"object": "list", "data": [card]}
+        return super().get(path)
 
 
 # -- helpers shared by the tests ----------------------------------------------------------------------------------
