@@ -369,6 +369,7 @@ _MAXIMUM = re.compile(r"maximum context length is (\d[\d,]*) tokens", re.IGNOREC
 _REQUESTED = re.compile(r"(?:you requested|resulted in|request \()\s*(\d[\d,]*) tokens", re.IGNORECASE)
 _AVAILABLE = re.compile(r"available context size \((\d[\d,]*) tokens\)", re.IGNORECASE)
 _IN_MESSAGES = re.compile(r"\((\d[\d,]*) in the messages", re.IGNORECASE)
+_AT_LEAST = re.compile(r"prompt contains at least (\d[\d,]*) input tokens", re.IGNORECASE)
 OVERFLOW_CODES = ("context_length_exceeded", "exceed_context_size_error")
 
 
@@ -384,7 +385,8 @@ def overflow_numbers(body: Any, message: str) -> tuple[bool, int | None, int | N
     text = " ".join(str(x) for x in (fields.get("message"), message) if x)
     codes = {str(fields.get("code")), str(fields.get("type"))}
     window = _number(fields.get("n_ctx")) or _match(_MAXIMUM, text) or _match(_AVAILABLE, text)
-    prompt = _number(fields.get("n_prompt_tokens")) or _match(_IN_MESSAGES, text) or _match(_REQUESTED, text)
+    prompt = (_number(fields.get("n_prompt_tokens")) or _match(_IN_MESSAGES, text) or _match(_AT_LEAST, text)
+              or _match(_REQUESTED, text))
     is_overflow = bool(codes & set(OVERFLOW_CODES)) or _MAXIMUM.search(text) is not None or (
         "exceeds the available context size" in text)
     return is_overflow, window, prompt

@@ -205,16 +205,20 @@ class OpenAIModelBase:
         if self.is_openai_api:
             return None
         root = self.base_url.removesuffix("/v1")
-        try:
-            async with httpx.AsyncClient(timeout=2.0) as client:
-                answer = (await client.get(f"{root}/props")).json()
-        except (httpx.HTTPError, ValueError):
-            return None
-        if not isinstance(answer, dict):
-            return None
-        settings = answer.get("default_generation_settings")
-        n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else answer.get("n_ctx")
-        return n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else None
+        async with httpx.AsyncClient(timeout=2.0) as client:
+            props = await _get_json(client, f"{root}/props")  # llama.cpp
+            settings = props.get("default_generation_settings")
+            if isinstance(settings, dict) and _positive(settings.get("n_ctx")):
+                return settings["n_ctx"]
+            models = await _get_json(client, f"{self.base_url}/models")  # vLLM's max_model_len, llama.cpp's meta
+            cards = [card for card in models.get("data") or [] if isinstance(card, dict)]
+            ours = [card for card in cards if card.get("id") == self.model] or cards[:1] * (len(cards) == 1)
+            for card in ours:
+                meta = card["meta"] if isinstance(card.get("meta"), dict) else {}
+                for value in (card.get("max_model_len"), meta.get("n_ctx")):
+                    if _positive(value):
+                        return value
+        return None
 
     def _describe(self, error: openai.OpenAIError) -> str:
         retries = self._client.max_retries if self._client is not None else self._max_retries
@@ -300,6 +304,19 @@ def _was_retried(response: Any) -> bool:
     if should in ("true", "false"):
         return should == "true"
     return response.status_code in RETRIED_STATUSES or response.status_code >= 500
+
+
+async def _get_json(client: httpx.AsyncClient, url: str) -> dict[str, Any]:
+    """A GET answered with a JSON object, else ``{}`` (a server without that endpoint, or none at all)."""
+    try:
+        answer = (await client.get(url)).json()
+    except (httpx.HTTPError, ValueError):
+        return {}
+    return answer if isinstance(answer, dict) else {}
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
