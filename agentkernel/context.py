@@ -36,8 +36,13 @@ MAX_IMAGES_PER_REQUEST = 4
 HIGH_WATER = 0.85
 """Compact when the fill passes this share of the usable window (the window less the room kept for the answer)."""
 LOW_WATER = 0.3
-"""...and bring it down to this share. The gap is what the next requests grow into without re-cutting the prompt:
-the wider it is, the rarer compactions are (each makes the server evaluate the kept part again)."""
+"""...and bring it down to this share by eliding old outputs. The gap is what the next requests grow into without
+re-cutting the prompt: the wider it is, the rarer compactions are."""
+SUMMARY_WATER = 0.5
+"""Summarise older turns only when eliding leaves the fill above this share. Eliding changes the prompt only from
+the oldest output it replaces on (the placeholders before it stay as they were, so a server's cache keeps them); a
+summary re-cuts it from the first turn on. So placeholders are left to pile up to this mark, and then a summary cuts
+deep (keeping the newest turns up to half the low-water mark), so that many compactions follow before the next."""
 
 CONTEXT_FRAME = """\
 When the conversation outgrows the context window, old tool outputs are replaced by a short note that says \
@@ -212,6 +217,7 @@ class ContextView:
     async def compact(self, summarize: Summarizer | None, reason: str = "high water") -> Compaction:
         """Bring the fill down to the low-water mark: elide old outputs, then (if needed) summarise older turns."""
         before = self.fill
+        sent = self.items  # as the last request carried them: a summary request that starts with them is cached
         self.items = list(self.items)  # a new list: the adapters' caches see a changed history and convert afresh
         self.base = None
         compaction = Compaction(reason, before, before)
@@ -219,8 +225,8 @@ class ContextView:
         compaction.images_dropped = self._drop_images([i for i in self.image_items if i < unanswered])
         compaction.elided = self._elide_outputs()
         compaction.outputs_elided = len(compaction.elided)
-        if self.fill > self.low_water:
-            await self._summarise(summarize, compaction)
+        if self.fill > SUMMARY_WATER * self.usable:
+            await self._summarise(summarize, compaction, sent)
         self.compactions += 1
         compaction.tokens_after = after = self.fill
         compaction.fits = after <= self.usable
@@ -282,9 +288,13 @@ class ContextView:
         text = f"[elided to fit the context window: {name}({arguments}) gave {size:,} characters; {again}]"
         return {"type": "function_call_output", "call_id": item["call_id"], "output": text, "elided": True}
 
-    async def _summarise(self, summarize: Summarizer | None, compaction: Compaction) -> None:
-        """Stage 2: replace the older turns by one note, keeping the user messages and the newest turns."""
-        split = self._split()
+    async def _summarise(self, summarize: Summarizer | None, compaction: Compaction, sent: list[Item]) -> None:
+        """Stage 2: replace the older turns by one note, keeping the user messages and the newest turns.
+
+        The model is asked to summarise the older turns as the last request carried them (``sent``, outputs in
+        full where they were): that request is a prefix of this one, so a server's prompt cache still holds it.
+        """
+        split = self._split()  # eliding replaced items in place: the same indexes in ``sent``
         if split == 0:
             return
         old, kept = self.items[:split], self.items[split:]
@@ -292,7 +302,7 @@ class ContextView:
         turns = sum(1 for item in old if item.get("type") == "function_call" or item.get("role") == "assistant")
         note, source = None, ""
         if summarize is not None:
-            request = [*old, user_message(SUMMARY_INSTRUCTION)]
+            request = [*sent[:split], user_message(SUMMARY_INSTRUCTION)]
             # The request must fit too; and a model's note is worth asking for only if it can be shorter than
             # what it replaces.
             if self.ratio * (self.fixed + sum(map(item_tokens, request))) + self.reserve <= (self.window or 0):
@@ -332,7 +342,7 @@ class ContextView:
         for index in range(len(self.items) - 1, -1, -1):
             suffix[index] = suffix[index + 1] + item_tokens(self.items[index])
         budget = self.low_water // 2
-        return next((b for b in boundaries if suffix[b] <= budget), boundaries[-1])
+        return next((b for b in boundaries if self.ratio * suffix[b] <= budget), boundaries[-1])
 
     @staticmethod
     def note(text: str, old: list[Item]) -> Item:
