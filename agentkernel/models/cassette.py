@@ -31,6 +31,7 @@ from ..history import Item
 from ..redact import known_secrets, redact
 from ..text import json_line, short
 from .base import (
+    ContextOverflowError,
     FunctionCallEvent,
     FunctionCallProgress,
     Model,
@@ -137,10 +138,26 @@ class RecordingModel:
         self.path = Path(path)
         self.name = getattr(inner, "name", type(inner).__name__)
         self._fresh = not append
+        # What the loop reads of a model to size its context view, recorded so a replay sizes it the same way.
+        self.max_output_tokens: int | None = getattr(inner, "max_output_tokens", None)
+        self.estimates_usage: bool = getattr(inner, "estimates_usage", False)
+        self.context_window: int | None = None
+
+    async def discover_context_window(self) -> int | None:
+        discover = getattr(self.inner, "discover_context_window", None)
+        self.context_window = await discover() if discover is not None else None
+        return self.context_window
+
+    def _sizing(self) -> dict[str, Any]:
+        sizing = {"window": self.context_window, "max_output_tokens": self.max_output_tokens,
+                  "estimates_usage": self.estimates_usage or None}
+        return {k: v for k, v in sizing.items() if v is not None}
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         secrets = model_secrets(self.inner)
         record: dict[str, Any] = {"model": self.name, "request": summarize_request(request, secrets), "events": []}
+        if sizing := self._sizing():
+            record["context"] = sizing
         try:
             async with contextlib.aclosing(self.inner.stream(request)) as stream:  # an abort closes it at once
                 async for event in stream:
@@ -149,6 +166,8 @@ class RecordingModel:
                     yield event
         except ModelError as error:
             record["error"] = str(error)
+            if isinstance(error, ContextOverflowError):
+                record["overflow"] = {"window": error.window, "prompt_tokens": error.prompt_tokens}
             raise
         except BaseException:
             record["interrupted"] = True
@@ -189,6 +208,14 @@ class ReplayModel:
         recorded = self.exchanges[0].get("model") if self.exchanges else None
         self.name = f"replay of {recorded}" if recorded else "replay"
         self.requests = 0
+        sizing = self.exchanges[0].get("context", {}) if self.exchanges else {}
+        self.max_output_tokens: int | None = sizing.get("max_output_tokens")
+        self.estimates_usage: bool = bool(sizing.get("estimates_usage"))
+        self._window: int | None = sizing.get("window")
+
+    async def discover_context_window(self) -> int | None:
+        """The window the recorded model's server gave, so the replayed run compacts where the recorded one did."""
+        return self._window
 
     @property
     def remaining(self) -> int:
@@ -209,6 +236,8 @@ class ReplayModel:
                                  + "; ".join(differences))
         for data in exchange.get("events", []):
             yield event_from_dict(data)
+        if "overflow" in exchange:
+            raise ContextOverflowError(exchange["error"], **exchange["overflow"])
         if "error" in exchange:
             raise ModelError(exchange["error"])
         if exchange.get("interrupted"):
