@@ -115,7 +115,7 @@ def _encode(picture: Any, kind: str) -> bytes:
         background.paste(picture, mask=picture.getchannel("A") if "A" in picture.getbands() else None)
         picture = background
     buffer = io.BytesIO()
-    picture.save(buffer, kind, **({"optimize": True} if kind == "PNG" else {"quality": 85}))
+    picture.save(buffer, kind, **({} if kind == "PNG" else {"quality": 85}))
     return buffer.getvalue()
 
 

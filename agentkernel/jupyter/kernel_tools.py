@@ -26,7 +26,7 @@ from ..events import Event, ToolCallStarted
 from ..images import Image, model_image
 from ..redact import known_secrets, redact, redact_bundle, redact_text
 from ..text import cut, short, take_lines
-from ..tools import MAX_OUTPUT_CHARS, Tool, ToolOutput, tool
+from ..tools import MAX_OUTPUT_CHARS, Tool, ToolOutput, in_thread, tool
 from .code_runner import IMAGE_TYPES, CodeRunner, Execution, Output
 from .describe import describe, one_line, size_hint, type_name
 from .tracebacks import cell_names, cell_number, format_error
@@ -175,7 +175,9 @@ class KernelTools:
         if execution.error is not None:
             text = _redacted(execution.text())
             raise CodeFailed(_redacted(f"{short(execution.error.partition(chr(10))[0], 200)}\n{text}"))
-        images, notes = self.model_images(execution) if self.send_images else ([], {})
+        images, notes = [], {}
+        if self.send_images:  # in a thread: downscaling a large image takes a second, which Stop must not wait for
+            images, notes = await in_thread(self.model_images, {"execution": execution}, "run_python images")
         text = _redacted(execution.text(notes))
         return ToolOutput(text, images) if images else text
 
