@@ -77,16 +77,16 @@ def model_image(media_type: str, data: str, budget: int = MAX_IMAGE_BYTES) -> tu
         return None, (f"not sent to the model: {_kb(len(raw))} is over the {_kb(budget)} budget for an image, and "
                       "Pillow (to downscale it) is not installed")
     except Exception as e:  # noqa: BLE001 - Pillow cannot read it: the text says so, the run goes on
-        return None, f"not sent to the model: {_kb(len(raw))} is over the {_kb(budget)} budget and it could not be " \
-                     f"downscaled ({type(e).__name__})"
+        return None, (f"not sent to the model: {_kb(len(raw))} is over the {_kb(budget)} budget and it could not be "
+                      f"downscaled ({type(e).__name__})")
     if shrunk is None:
-        return None, f"not sent to the model: {_kb(len(raw))} does not fit the {_kb(budget)} budget even at " \
-                     f"{MIN_SIDE} pixels"
+        return None, (f"not sent to the model: {_kb(len(raw))} does not fit the {_kb(budget)} budget even at "
+                      f"{MIN_SIDE} pixels")
     kind, encoded, width, height = shrunk
     image = {"media_type": kind, "data": base64.b64encode(encoded).decode("ascii"), "width": width, "height": height}
-    as_jpeg = " as JPEG" if kind != media_type else ""
-    return image, (f"sent to the model as an image downscaled to {width}x{height}{as_jpeg} ({_kb(len(encoded))}) to "
-                   f"fit the {_kb(budget)} budget")
+    recoded = f" as {kind.split('/')[1].upper()}" if kind != media_type else ""
+    return image, (f"sent to the model as an image downscaled to {width}x{height}{recoded} ({_kb(len(encoded))}) "
+                   f"to fit the {_kb(budget)} budget")
 
 
 def _shrink(raw: bytes, budget: int) -> tuple[str, bytes, int, int] | None:

@@ -24,10 +24,10 @@ class Transcript:
 
     Lines are ``{"event": "item", "item": {...}}``, with one ``{"event": "start", ...}`` first and one
     ``{"event": "finish", ...}`` last, so a kernel that dies loses nothing committed before it died. A tool
-    output's images are written as references (type, size, bytes, sha256: :func:`~agentkernel.images.image_reference`),
-    not their data.
-    Text that UTF-8 cannot encode (lone surrogates) is written as JSON escapes. A write that fails (a full
-    disk, a removed directory) warns once and ends the transcript, never the run; ``error`` says why.
+    output's images are written as references (type, size, bytes, sha256; see
+    :func:`~agentkernel.images.image_reference`), not their data. Text that UTF-8 cannot encode (lone surrogates)
+    is written as JSON escapes. A write that fails (a full disk, a removed directory) warns once and ends the
+    transcript, never the run; ``error`` says why.
     """
 
     def __init__(self, path: str | os.PathLike[str]):

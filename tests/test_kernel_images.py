@@ -183,3 +183,14 @@ def test_the_transcript_keeps_a_reference_to_the_image_not_its_data(kernel: Kern
     # Resuming from it: the history loads without the references (the text still says what the image was).
     kernel.ok(f"from agentkernel import load_transcript\nresumed = load_transcript({str(path)!r})")
     assert kernel.value("[i for i in resumed if 'images' in i]") == []
+
+
+def test_a_call_sends_at_most_four_images_and_says_which_were_not_sent(kernel: KernelSession):
+    code = "import matplotlib.pyplot as plt\nfor i in range(5):\n    plt.figure(figsize=(2, 2))\n    plt.plot([0, i])"
+    server = run_plot(kernel, "--images", code=code)
+    (output,) = [item for item in server.requests[1].body["input"] if item["type"] == "function_call_output"]
+    text, *images = output["output"]
+    assert len(images) == 4 and all(i["type"] == "input_image" for i in images)
+    assert text["text"].count(", sent to the model as an image]") == 4
+    assert text["text"].count(", not sent to the model: one call sends at most 4 images]") == 1
+    assert len([d for d in server.cell.displays if "image/png" in d]) == 5  # the notebook keeps all five

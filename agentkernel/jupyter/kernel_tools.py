@@ -191,7 +191,7 @@ class KernelTools:
             if mime is None:
                 continue
             if len(images) == MAX_IMAGES_PER_CALL:
-                notes[index] = f"not sent to the model: a call sends it at most {MAX_IMAGES_PER_CALL} images"
+                notes[index] = f"not sent to the model: one call sends at most {MAX_IMAGES_PER_CALL} images"
                 continue
             image, notes[index] = model_image(mime, output.data[mime])
             if image is not None:

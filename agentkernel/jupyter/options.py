@@ -105,7 +105,7 @@ class AgentOptions:
     images: bool | None = option(None, "--images", group="model",
                                  help="send run_python's figures and images to the model as images (--no-images: "
                                       "placeholders only)",
-                                 shown="on for the OpenAI API and scripted models, off for other base URLs")
+                                 shown="on for the OpenAI API and model objects, off for other base URLs")
     # -- budgets (0: off)
     max_iterations: int = option(0, "--max-iterations", group="budgets", metavar="N", help="cap on model requests")
     max_tokens: int = option(0, "--max-tokens", group="budgets", metavar="N",

@@ -15,8 +15,8 @@ A cassette holds one line per model request::
 The request part is a summary, not the request: a cassette never holds the system prompt (only a hash of it), an
 API key or any header, and a known key that shows up in a tool output is redacted. A tool output's images are
 recorded as references (``{"media_type", "width", "height", "bytes", "sha256"}``); a replay checks their type and
-size, not their bytes. Cassettes written before
-``system`` and ``schemas`` were recorded replay as before, without those two checks.
+size, not their bytes. Cassettes written before ``system`` and ``schemas`` were recorded replay as before, without
+those two checks.
 """
 
 from __future__ import annotations
