@@ -221,3 +221,17 @@ def test_images_by_default_for_the_openai_api_and_scripted_models_not_for_other_
     monkeypatch.setenv("OPENAI_BASE_URL", "http://proxy.example/v1")  # another server, even the environment's own
     assert not accepts_images(OpenAIResponsesModel("gpt-4.1-mini"))
     assert accepts_images(ScriptedModel(["hi"]))
+
+
+def test_history_checks_and_redaction_leave_an_output_s_images_alone():
+    from agentkernel.history import repair_history, valid_item
+    from agentkernel.redact import redact
+
+    image = {"media_type": "image/png", "data": SMALL, "width": 40, "height": 30}
+    item = {"type": "function_call_output", "call_id": "c", "output": "bad \ud800 text", "images": [image]}
+    cleaned = valid_item(item)
+    assert cleaned["output"] == "bad \ufffd text" and cleaned["images"] == [image]
+    history = repair_history([{"type": "function_call", "call_id": "c", "name": "plot", "arguments": "{}"}, item])
+    validate_history(history)
+    assert history[1]["images"] == [image]
+    assert redact(cleaned, ["sk-not-in-it-0123"])["images"] == [image]

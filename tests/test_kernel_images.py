@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from kernel_client import KernelSession, agent_kernel
+from kernel_client import Cell, KernelSession, agent_kernel
 from openai_server import Reply, ScriptedServer, chat_events, responses_events
 
 from agentkernel.images import MAX_IMAGE_BYTES
@@ -53,9 +53,9 @@ def kernel(session: KernelSession) -> KernelSession:
     return session
 
 
-def run_plot(kernel: KernelSession, options: str, code: str = PLOT, api: str = "responses") -> ScriptedServer:
-    """A %%agent cell whose server model calls run_python(code) once, then answers; the server, for its requests
-    (``server.cell`` is the cell)."""
+def run_plot(kernel: KernelSession, options: str, code: str = PLOT, api: str = "responses") -> tuple[list[dict], Cell]:
+    """A %%agent cell whose server model calls run_python(code) once, then answers: the bodies of its two requests,
+    and the cell."""
     arguments = json.dumps({"code": code})
     if api == "chat":
         replies = [Reply(chat_events(calls=[("call_1", "run_python", [arguments])])), Reply(chat_events(["seen"]))]
@@ -68,8 +68,7 @@ def run_plot(kernel: KernelSession, options: str, code: str = PLOT, api: str = "
     assert cell.status == "ok" and not cell.errors, cell.describe()
     assert kernel.value("_agent.status") == "complete"
     assert len(server.requests) == 2
-    server.cell = cell  # type: ignore[attr-defined]
-    return server
+    return [r.body for r in server.requests], cell
 
 
 def images_in(body: dict) -> list[str]:
@@ -97,8 +96,7 @@ def decoded(url: str) -> bytes:
 
 
 def test_a_figure_arrives_as_an_input_image_in_the_next_responses_request(kernel: KernelSession):
-    server = run_plot(kernel, "--images")
-    first, second = (r.body for r in server.requests)
+    (first, second), _ = run_plot(kernel, "--images")
     assert images_in(first) == []
     (output,) = [item for item in second["input"] if item["type"] == "function_call_output"]
     assert output["call_id"] == "call_1"
@@ -113,8 +111,7 @@ def test_a_figure_arrives_as_an_input_image_in_the_next_responses_request(kernel
 
 
 def test_chat_gets_the_figure_as_a_user_message_with_image_url_after_the_tool_message(kernel: KernelSession):
-    server = run_plot(kernel, "--images", api="chat")
-    messages = server.requests[1].body["messages"]
+    messages = run_plot(kernel, "--images", api="chat")[0][1]["messages"]
     roles = [m["role"] for m in messages]
     assert roles[-3:] == ["assistant", "tool", "user"], roles
     tool_message, images = messages[-2:]
@@ -127,28 +124,27 @@ def test_chat_gets_the_figure_as_a_user_message_with_image_url_after_the_tool_me
 @pytest.mark.parametrize("api", ["responses", "chat"])
 def test_no_image_for_a_base_url_that_did_not_ask_nor_with_no_images(kernel: KernelSession, api: str):
     for options in ("", "--no-images"):
-        server = run_plot(kernel, options, api=api)
-        second = server.requests[1].body
+        second = run_plot(kernel, options, api=api)[0][1]
         assert images_in(second) == [] and "input_image" not in json.dumps(second)
         text = json.dumps(second)
         assert "[image/png " in text and "sent to the model" not in text  # the placeholder alone, as before
         assert kernel.value("[i for i in _agent.history if 'images' in i]") == []
     # %config turns it on for the cells after it; the command line still wins.
     kernel.ok("%config AgentMagics.images = True")
-    assert len(images_in(run_plot(kernel, "", api=api).requests[1].body)) == 1
-    assert images_in(run_plot(kernel, "--no-images", api=api).requests[1].body) == []
+    assert len(images_in(run_plot(kernel, "", api=api)[0][1])) == 1
+    assert images_in(run_plot(kernel, "--no-images", api=api)[0][1]) == []
 
 
 def test_a_large_image_is_downscaled_to_the_byte_budget_and_the_text_says_so(kernel: KernelSession):
-    server = run_plot(kernel, "--images", code=BIG)
-    (output,) = [item for item in server.requests[1].body["input"] if item["type"] == "function_call_output"]
+    (_, second), cell = run_plot(kernel, "--images", code=BIG)
+    (output,) = [item for item in second["input"] if item["type"] == "function_call_output"]
     text, image = output["output"]
     assert "[image/png 1600x1200, sent to the model as an image downscaled to " in text["text"], text["text"]
     assert "to fit the 250 KB budget]" in text["text"]
     data = decoded(image["image_url"])
     assert len(data) <= MAX_IMAGE_BYTES
     # The notebook keeps the full image (5.8 MB of noise), below the run.
-    (kept,) = [d["image/png"] for d in server.cell.displays if "image/png" in d]
+    (kept,) = [d["image/png"] for d in cell.displays if "image/png" in d]
     assert len(base64.b64decode(kept)) > 20 * MAX_IMAGE_BYTES
 
 
@@ -187,10 +183,10 @@ def test_the_transcript_keeps_a_reference_to_the_image_not_its_data(kernel: Kern
 
 def test_a_call_sends_at_most_four_images_and_says_which_were_not_sent(kernel: KernelSession):
     code = "import matplotlib.pyplot as plt\nfor i in range(5):\n    plt.figure(figsize=(2, 2))\n    plt.plot([0, i])"
-    server = run_plot(kernel, "--images", code=code)
-    (output,) = [item for item in server.requests[1].body["input"] if item["type"] == "function_call_output"]
+    (_, second), cell = run_plot(kernel, "--images", code=code)
+    (output,) = [item for item in second["input"] if item["type"] == "function_call_output"]
     text, *images = output["output"]
     assert len(images) == 4 and all(i["type"] == "input_image" for i in images)
     assert text["text"].count(", sent to the model as an image]") == 4
     assert text["text"].count(", not sent to the model: one call sends at most 4 images]") == 1
-    assert len([d for d in server.cell.displays if "image/png" in d]) == 5  # the notebook keeps all five
+    assert len([d for d in cell.displays if "image/png" in d]) == 5  # the notebook keeps all five
