@@ -21,7 +21,7 @@ from .models import (
 )
 from .result import LoopResult
 from .stop import StopSignal
-from .tools import Tool, ToolCall, tool
+from .tools import Tool, ToolCall, ToolOutput, tool
 from .transcript import load_transcript
 from .usage import Limits, Usage
 
@@ -30,8 +30,8 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT", "STATUSES", "AgentLoop", "Call", "GuardConfig", "HistoryError", "Limits", "LoopResult",
     "Model", "ModelError", "ModelRequest", "OpenAIChatModel", "OpenAIResponsesModel", "RecordingModel",
-    "ReplayModel", "ScriptedModel", "Status", "StopSignal", "Tool", "ToolCall", "Turn", "Usage", "load_transcript",
-    "repair_history", "run", "tool", "validate_history",
+    "ReplayModel", "ScriptedModel", "Status", "StopSignal", "Tool", "ToolCall", "ToolOutput", "Turn", "Usage",
+    "load_transcript", "repair_history", "run", "tool", "validate_history",
 ]
 
 

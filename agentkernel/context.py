@@ -31,7 +31,7 @@ ITEM_TOKENS = 6
 IMAGE_TOKENS = 800
 """What one image is estimated to cost (OpenAI counts 85-1,100 tokens for an image, by size and detail)."""
 MAX_IMAGES_PER_REQUEST = 4
-"""Images are kept on at most this many outputs in the view (the newest ones); older images are dropped first."""
+"""A request carries at most this many images (the newest outputs'); older outputs lose theirs first."""
 
 HIGH_WATER = 0.85
 """Compact when the fill passes this share of the usable window (the window less the room kept for the answer)."""
@@ -137,6 +137,7 @@ class ContextView:
         self.total = 0  # estimated tokens of the items
         self.calls: dict[str, Item] = {}  # function_call items by call_id
         self.image_items: list[int] = []  # indexes of items that still carry images, oldest first
+        self.images = 0  # how many images they carry
         self.ratio = 1.0  # the server's token count / the view's estimate, from the last report
         self.base: int | None = None  # input tokens reported for the last request, and the view's size then
         self.base_total = 0
@@ -156,9 +157,15 @@ class ContextView:
             self.calls[item["call_id"]] = item
         elif item.get("images"):
             self.image_items.append(len(self.items) - 1)
-            if len(self.image_items) > MAX_IMAGES_PER_REQUEST:
+            self.images += len(item["images"])
+            if self.images > MAX_IMAGES_PER_REQUEST:
                 self.items = list(self.items)  # never edit a list a request already carried
-                self._drop_images(self.image_items[:-MAX_IMAGES_PER_REQUEST])
+                oldest = []
+                for index in self.image_items[:-1]:
+                    oldest.append(index)
+                    if self.images - sum(len(self.items[i]["images"]) for i in oldest) <= MAX_IMAGES_PER_REQUEST:
+                        break
+                self._drop_images(oldest)
 
     def sent(self) -> None:
         """A request carrying the view as it is now was sent (its reported input tokens come next)."""
@@ -251,6 +258,7 @@ class ContextView:
             self._replace(index, copy)
             dropped += len(images)
         self.image_items = [i for i in self.image_items if self.items[i].get("images")]
+        self.images -= dropped
         return dropped
 
     def _replace(self, index: int, item: Item) -> None:
@@ -324,6 +332,7 @@ class ContextView:
         self.items = [*users, note, *kept]
         self.total = users_tokens + item_tokens(note) + sum(sizes[split:])
         self.image_items = [i for i, item in enumerate(self.items) if item.get("images")]
+        self.images = sum(len(self.items[i]["images"]) for i in self.image_items)
         compaction.turns_summarised, compaction.summary = turns, source
 
     def _split(self, sizes: list[int]) -> int:

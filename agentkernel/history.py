@@ -5,7 +5,8 @@ Items are plain dicts:
 - ``{"type": "message", "role": "user" | "assistant", "content": "..."}``
 - ``{"type": "function_call", "call_id": "...", "name": "...", "arguments": "<json string>"}``
 - ``{"type": "function_call_output", "call_id": "...", "output": "..."}`` (``"synthetic": True`` when the
-  runtime wrote it because the tool never ran or never finished)
+  runtime wrote it because the tool never ran or never finished; ``"images": [{"media_type": ..., "data":
+  "<base64>", ...}]`` when the tool gave the model images beside the text, see :mod:`agentkernel.images`)
 
 The invariant: every ``function_call`` has exactly one ``function_call_output`` after it with the same
 ``call_id``, and no output is without its call. Every string in an item is valid Unicode (see :func:`valid_item`),
@@ -34,10 +35,13 @@ def function_call(call_id: str, name: str, arguments: str) -> Item:
     return {"type": "function_call", "call_id": call_id, "name": name, "arguments": arguments}
 
 
-def function_call_output(call_id: str, output: str, *, synthetic: bool = False) -> Item:
+def function_call_output(call_id: str, output: str, *, synthetic: bool = False,
+                         images: list[dict[str, Any]] | None = None) -> Item:
     item: Item = {"type": "function_call_output", "call_id": call_id, "output": output}
     if synthetic:
         item["synthetic"] = True
+    if images:
+        item["images"] = images
     return item
 
 

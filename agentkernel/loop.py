@@ -430,7 +430,8 @@ class AgentLoop:
                 if call.started:
                     call.duration = time.monotonic() - call.started
                 self.emit(ToolCallFinished, call)
-            self.commit(h.function_call_output(call.call_id, call.output, synthetic=call.synthetic))
+            self.commit(h.function_call_output(call.call_id, call.output, synthetic=call.synthetic,
+                                               images=call.images))
             if call.status == "ok":
                 self.findings.append({"tool": call.name, "arguments": call.arguments, "output": call.output})
 

@@ -1,4 +1,4 @@
-"""Keeping API keys out of everything a run shows or saves: error messages, cassettes and transcripts."""
+"""Keeping API keys out of everything a run shows or saves: error messages, cassettes, transcripts and displays."""
 
 from __future__ import annotations
 
@@ -32,6 +32,17 @@ def redact_text(text: str, secrets: list[str]) -> str:
 def redact(value: Any, secrets: list[str]) -> Any:
     """:func:`redact_text` applied to every string inside a JSON-like value (dicts, lists)."""
     return map_strings(value, lambda text: redact_text(text, secrets))
+
+
+def redact_bundle(data: dict[str, Any], secrets: list[str]) -> dict[str, Any]:
+    """A display's MIME bundle with every text part redacted (text/plain, text/html, text/markdown, JSON, SVG, ...);
+    base64 data (``image/png`` and the other raster images, PDF) is left as it is: it is not text, and a key found
+    in it by chance would be a coincidence that redacting would turn into a broken image."""
+    return {mime: value if _is_binary(mime) else redact(value, secrets) for mime, value in data.items()}
+
+
+def _is_binary(mime: str) -> bool:
+    return (mime.startswith("image/") and mime != "image/svg+xml") or mime == "application/pdf"
 
 
 def without_credentials(url: str) -> str:

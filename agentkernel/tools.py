@@ -147,6 +147,19 @@ def tool(
 
 
 @dataclass
+class ToolOutput:
+    """What a tool returns to give the model images beside its text.
+
+    ``images`` are dicts ``{"media_type": "image/png", "data": "<base64>", ...}`` (see :mod:`agentkernel.images`,
+    which bounds their size); the text is what the guards, the panel and text-only APIs see, so it should say
+    what each image is. The loop puts the images on the call's ``function_call_output`` item as ``"images"``.
+    """
+
+    text: str
+    images: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
 class ToolCall:
     """One requested call and, once it is done, its outcome.
 
@@ -159,6 +172,8 @@ class ToolCall:
     arguments: str
     status: ToolStatus | None = None
     output: str = ""
+    images: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    """Images for the model beside the output, from a tool that returned a :class:`ToolOutput`."""
     duration: float = 0.0
     synthetic: bool = False
     started: float = field(default=0.0, repr=False)
@@ -282,6 +297,8 @@ async def run_call(
     tool = tools.get(call.name)
     try:
         status, output = await _outcome(call, tool, tools, approve, timeouts)
+        if isinstance(output, ToolOutput):
+            call.images, output = output.images, output.text
         limit = tool.max_output_chars if tool else MAX_OUTPUT_CHARS
         call.status, call.output = status, cut(output, limit) if limit else output
     finally:
@@ -290,7 +307,7 @@ async def run_call(
 
 async def _outcome(
     call: ToolCall, tool: Tool | None, tools: dict[str, Tool], approve: Approver | None, timeouts: Timeouts | None
-) -> tuple[ToolStatus, str]:
+) -> tuple[ToolStatus, str | ToolOutput]:
     if tool is None:
         return "error", f"error: unknown tool {call.name!r}; available: {', '.join(tools)}"
     try:
@@ -300,7 +317,8 @@ async def _outcome(
     if not tool.read_only and (denial := await _denial(call, tool, approve)):
         return "denied", denial
     try:
-        return "ok", format_output(await invoke(tool, kwargs, timeouts))
+        value = await invoke(tool, kwargs, timeouts)
+        return "ok", value if isinstance(value, ToolOutput) else format_output(value)
     except ToolTimeout:
         return "error", f"error: {call.name} timed out after {tool.timeout:g} s"
     except asyncio.CancelledError:

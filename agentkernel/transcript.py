@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .history import Item, repair_history
+from .images import image_reference
 from .text import json_line
 
 
@@ -22,9 +23,11 @@ class Transcript:
     """Appends a run's items to a JSONL file as they are committed, flushing each line.
 
     Lines are ``{"event": "item", "item": {...}}``, with one ``{"event": "start", ...}`` first and one
-    ``{"event": "finish", ...}`` last, so a kernel that dies loses nothing committed before it died.
-    Text that UTF-8 cannot encode (lone surrogates) is written as JSON escapes. A write that fails (a full
-    disk, a removed directory) warns once and ends the transcript, never the run; ``error`` says why.
+    ``{"event": "finish", ...}`` last, so a kernel that dies loses nothing committed before it died. A tool
+    output's images are written as references (type, size, bytes, sha256; see
+    :func:`~agentkernel.images.image_reference`), not their data. Text that UTF-8 cannot encode (lone surrogates)
+    is written as JSON escapes. A write that fails (a full disk, a removed directory) warns once and ends the
+    transcript, never the run; ``error`` says why.
     """
 
     def __init__(self, path: str | os.PathLike[str]):
@@ -47,6 +50,8 @@ class Transcript:
             self.close()
 
     def item(self, item: Item) -> None:
+        if isinstance(item.get("images"), list):  # a reference per image, not megabytes of base64
+            item = {**item, "images": [image_reference(image) for image in item["images"]]}
         self.write({"event": "item", "item": item})
 
     def close(self) -> None:
@@ -68,7 +73,8 @@ def load_transcript(path: str | os.PathLike[str]) -> list[Item]:
     """Read the items of a transcript back as a repaired history, ready to resume from.
 
     A file that several runs appended to gives the last run's history (each run's ``start`` record is
-    followed by the whole history it began from). A torn line (the kernel died mid-write) is skipped.
+    followed by the whole history it began from). A torn line (the kernel died mid-write) is skipped. Image
+    references are dropped (the transcript never held the images).
     """
     items: list[Item] = []
     for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():  # may end mid-character
@@ -81,5 +87,11 @@ def load_transcript(path: str | os.PathLike[str]) -> list[Item]:
         if record.get("event") == "start":
             items = []
         elif record.get("event") == "item" and isinstance(record.get("item"), dict):
-            items.append(record["item"])
+            items.append(_without_references(record["item"]))
     return repair_history(items)
+
+
+def _without_references(item: Item) -> Item:
+    """The item without the image references a transcript holds instead of images: a resumed run's model is not
+    sent them again (the output's text still says what they were)."""
+    return {k: v for k, v in item.items() if k != "images"} if "images" in item else item

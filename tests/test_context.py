@@ -256,6 +256,12 @@ def test_images_are_kept_on_the_newest_four_outputs_and_dropped_first_when_compa
     assert len(with_images) == 4 and with_images[0] == 5  # the two oldest lost theirs
     assert "no longer shown" in view.items[1]["output"]
     assert item_tokens(view.items[1]) < item_tokens(view.items[-1])
+    two = function_call_output("c9", "two figures")
+    two["images"] = [{"media_type": "image/png", "data": "BBBB"}] * 2
+    view.append(function_call("c9", "plot", "{}"))
+    view.append(two)
+    assert sum(len(item.get("images", [])) for item in view.items) == 4  # images, not outputs, are counted
+    assert [i for i, item in enumerate(view.items) if item.get("images")] == [9, 11, 13]
 
 
 def test_overflow_bodies_of_openai_llama_cpp_and_vllm_are_recognised_with_their_numbers():

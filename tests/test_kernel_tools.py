@@ -336,8 +336,10 @@ def test_run_python_figure_is_a_placeholder_for_the_model_and_an_image_in_the_pa
     cell = agent(kernel, [("run_python", {"code": code})], "--allow-writes")
     (text,) = ok_outputs(kernel, cell)
     assert "[display] [image/png " in text and "<Figure size 640x480 with 1 Axes>" in text, text
-    width, height = text.split("[image/png ")[1].split("]")[0].split("x")
+    size, note = text.split("[image/png ")[1].split("]")[0].split(", ")
+    width, height = size.split("x")
     assert int(width) > 100 and int(height) > 100
+    assert note == "sent to the model as an image"  # a scripted model gets images (test_kernel_images.py has more)
     assert "Text(0.5, 1.0, 'trend')" in text  # the value
     images = [m for m in cell.of_type("comm_open", "comm_msg") if "image/png" in json.dumps(m["content"]["data"])]
     assert images, "the panel got no output widget with the figure"

@@ -24,16 +24,16 @@ import contextvars
 import ctypes
 import inspect
 import linecache
-import struct
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import count
 from types import CodeType
 from typing import Any, Literal
 
+from ..images import image_size
 from .tracebacks import cell_names, format_error
 
 OutputKind = Literal["stdout", "stderr", "display", "value"]
@@ -97,25 +97,32 @@ class Execution:
         """The outputs a front end shows richly: display outputs and a value, with more than plain text."""
         return [o for o in self.outputs if o.kind in ("display", "value") and set(o.data) - {"text/plain"}]
 
-    def text(self) -> str:
-        """What the model reads: streams, each display's text with a placeholder per image, the value, the error."""
+    def text(self, notes: Mapping[int, str] | None = None) -> str:
+        """What the model reads: streams, each display's text with a placeholder per image, the value, the error.
+
+        ``notes`` (by index in ``outputs``) say what became of an output's image for the model (see
+        :func:`describe_bundle`)."""
         parts: list[str] = []
-        for output in self.outputs:
+        for index, output in enumerate(self.outputs):
+            note = notes.get(index, "") if notes else ""
             if output.kind in ("stdout", "stderr"):
                 parts.append(f"[{output.kind}]\n{output.text.rstrip()}")
             elif output.kind == "display":
-                parts.append(f"[display] {describe_bundle(output.data)}")
+                parts.append(f"[display] {describe_bundle(output.data, note)}")
             else:
-                parts.append(f"[value]\n{describe_bundle(output.data)}")
+                parts.append(f"[value]\n{describe_bundle(output.data, note)}")
         parts += [f"[{kind}: {n:,} more characters not kept]" for kind, n in self.dropped.items()]
         if self.error is not None:
             parts.append(f"[error]\n{self.error}")
         return "\n".join(parts) if parts else "(the code ran; no output and no value)"
 
 
-def describe_bundle(data: dict[str, Any]) -> str:
-    """A MIME bundle as text: ``[image/png 640x480]`` per image, then its text/plain."""
+def describe_bundle(data: dict[str, Any], note: str = "") -> str:
+    """A MIME bundle as text: ``[image/png 640x480]`` per image, then its text/plain. ``note`` goes into the first
+    placeholder, the image the model was offered: ``[image/png 640x480, sent to the model as an image]``."""
     pieces = [image_placeholder(mime, data[mime]) for mime in IMAGE_TYPES if mime in data]
+    if note and pieces:
+        pieces[0] = f"{pieces[0][:-1]}, {note}]"
     plain = data.get("text/plain")
     if plain:
         pieces.append(str(plain))
@@ -125,15 +132,14 @@ def describe_bundle(data: dict[str, Any]) -> str:
 
 
 def image_placeholder(mime: str, payload: Any) -> str:
-    """``[image/png 640x480]``: the size is read from a PNG's header; other images show their type only."""
-    if mime == "image/png" and isinstance(payload, str):
+    """``[image/png 640x480]``: the size is read from a PNG's or GIF's header; other images show their type only."""
+    if mime in ("image/png", "image/gif") and isinstance(payload, str):
         try:
-            header = base64.b64decode(payload[:44])  # the first 33 bytes: signature and IHDR chunk
-            if header[:8] == b"\x89PNG\r\n\x1a\n":
-                width, height = struct.unpack(">II", header[16:24])
-                return f"[{mime} {width}x{height}]"
-        except (ValueError, struct.error):
-            pass
+            size = image_size(mime, base64.b64decode(payload[:44]))  # PNG: the signature and the IHDR chunk
+        except ValueError:
+            size = None
+        if size:
+            return f"[{mime} {size[0]}x{size[1]}]"
     return f"[{mime}]"
 
 

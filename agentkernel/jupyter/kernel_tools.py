@@ -23,16 +23,19 @@ from types import ModuleType
 from typing import Any
 
 from ..events import Event, ToolCallStarted
-from ..redact import known_secrets, redact_text
+from ..images import Image, model_image
+from ..redact import known_secrets, redact, redact_bundle, redact_text
 from ..text import cut, short, take_lines
-from ..tools import MAX_OUTPUT_CHARS, Tool, tool
-from .code_runner import IMAGE_TYPES, CodeRunner, Output
+from ..tools import MAX_OUTPUT_CHARS, Tool, ToolOutput, in_thread, tool
+from .code_runner import IMAGE_TYPES, CodeRunner, Execution, Output
 from .describe import describe, one_line, size_hint, type_name
 from .tracebacks import cell_names, cell_number, format_error
 
 KERNEL_TOOL_NAMES = ("list_variables", "inspect_variable", "last_error", "notebook_cells", "run_python")
 RUN_PYTHON_TIMEOUT = 300.0
 """Seconds a run_python call may take before it is stopped like an aborted one."""
+MAX_IMAGES_PER_CALL = 4
+"""Images one run_python call sends the model; the placeholders of the others say they were not sent."""
 MAX_VARIABLES = 300
 MAX_CELLS = 50
 CELL_INPUT_CHARS = 3000
@@ -50,13 +53,16 @@ class KernelTools:
 
     ``on_displays(call_id, outputs)`` (optional) receives the rich outputs (images, HTML) of each finished
     ``run_python`` call, for a front end to show in that call's section. To know the call id, pass this object
-    the loop's events too (it is a listener: ``on_event=fan_out(panel, kernel_tools)``).
+    the loop's events too (it is a listener: ``on_event=fan_out(panel, kernel_tools)``). ``images=True`` also
+    gives the model ``run_python``'s images (figures and image outputs) as images, bounded as
+    :mod:`agentkernel.images` says. Every text part of a display is redacted before anything shows it.
     """
 
-    def __init__(self, shell: Any, *, on_displays: DisplaysListener | None = None):
+    def __init__(self, shell: Any, *, on_displays: DisplaysListener | None = None, images: bool = False):
         self.shell = shell
         self.runner = CodeRunner(shell)
         self.on_displays = on_displays
+        self.send_images = images
         self.running_call_id = ""
         self.rich_outputs: list[Output] = []
         """The rich outputs (images, HTML) of every run_python call, in order."""
@@ -146,7 +152,7 @@ class KernelTools:
             parts.append(f"[only the last {MAX_CELLS} cells are shown]")
         return _redacted("\n".join(parts))
 
-    async def run_python(self, code: str) -> str:
+    async def run_python(self, code: str) -> str | ToolOutput:
         """Run Python code in the notebook's kernel, in the user's namespace, the way a cell runs:
         statements, then the value of a final expression; top-level await and IPython syntax work; variables it
         sets stay. It does not add to In/Out. Returns stdout, stderr, displayed outputs (images as
@@ -159,13 +165,38 @@ class KernelTools:
             raise ValueError("run_python does not start another %%agent run")
         call_id = self.running_call_id
         execution = await self.runner.run(code)
+        secrets = known_secrets()
+        for output in execution.outputs:  # before anything shows, saves or sends them (a title may hold the key)
+            if output.kind in ("display", "value"):
+                output.data, output.metadata = redact_bundle(output.data, secrets), redact(output.metadata, secrets)
         self.rich_outputs += execution.rich
         if self.on_displays is not None and execution.rich:
             self.on_displays(call_id, execution.rich)
-        text = _redacted(execution.text())
         if execution.error is not None:
+            text = _redacted(execution.text())
             raise CodeFailed(_redacted(f"{short(execution.error.partition(chr(10))[0], 200)}\n{text}"))
-        return text
+        images, notes = [], {}
+        if self.send_images:  # in a thread: downscaling a large image takes a second, which Stop must not wait for
+            images, notes = await in_thread(self.model_images, {"execution": execution}, "run_python images")
+        text = _redacted(execution.text(notes))
+        return ToolOutput(text, images) if images else text
+
+    def model_images(self, execution: Execution) -> tuple[list[Image], dict[int, str]]:
+        """The images of an execution to send to the model (at most :data:`MAX_IMAGES_PER_CALL`, each within the
+        byte budget), and per output a note for its placeholder saying what became of its image."""
+        images: list[Image] = []
+        notes: dict[int, str] = {}
+        for index, output in enumerate(execution.outputs):
+            mime = next((m for m in IMAGE_TYPES if m in output.data), None)  # the one its placeholder names first
+            if mime is None:
+                continue
+            if len(images) == MAX_IMAGES_PER_CALL:
+                notes[index] = f"not sent to the model: one call sends at most {MAX_IMAGES_PER_CALL} images"
+                continue
+            image, notes[index] = model_image(mime, output.data[mime])
+            if image is not None:
+                images.append(image)
+        return images, notes
 
     # -- helpers ---------------------------------------------------------------------------------------------
 

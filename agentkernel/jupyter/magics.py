@@ -30,7 +30,7 @@ from ..events import Event
 from ..file_tools import file_tools
 from ..guards import GuardConfig
 from ..loop import AgentLoop
-from ..models.base import Model
+from ..models.base import Model, accepts_images
 from ..result import LoopResult
 from ..stop import StopSignal
 from ..tools import Approver, Tool, tool
@@ -174,7 +174,7 @@ class AgentMagics(Magics):
         if options.expand:
             prompt = self.expand(prompt)
         model = self.resolve_model(options)
-        kernel = KernelTools(self.shell)
+        kernel = KernelTools(self.shell, images=accepts_images(model) if options.images is None else options.images)
         tools = self.resolve_tools(options, kernel)
         history = self.previous_history(options.resume) if options.resume is not None else None
         stop = StopSignal()

@@ -13,7 +13,8 @@ Adding an option is one field here plus the wiring where its value is used, e.g.
                                        help="sampling temperature", shown="the model's own")
 
 A ``bool`` field is a switch: ``--flag`` for a field that defaults to False, ``--no-flag`` style for one that
-defaults to True. Numbers are never negative; 0 switches a budget or guard off.
+defaults to True, and both ``--flag`` and ``--no-flag`` for a ``bool | None`` one (None: decided when it is
+used). Numbers are never negative; 0 switches a budget or guard off.
 """
 
 from __future__ import annotations
@@ -101,6 +102,10 @@ class AgentOptions:
                                    "only to the OpenAI API or to $OPENAI_BASE_URL)", shown="none")
     temperature: float | None = option(None, "--temperature", group="model", metavar="T",
                                        help="sampling temperature sent with each request", shown="the model's own")
+    images: bool | None = option(None, "--images", group="model",
+                                 help="send run_python's figures and images to the model as images (--no-images: "
+                                      "placeholders only)",
+                                 shown="on for the OpenAI API and model objects, off for other base URLs")
     # -- budgets (0: off)
     max_iterations: int = option(0, "--max-iterations", group="budgets", metavar="N", help="cap on model requests")
     max_tokens: int = option(0, "--max-tokens", group="budgets", metavar="N",
@@ -191,7 +196,8 @@ class Option:
         """The ``magic_arguments`` entry: the parsed value is None unless the option is on the command line."""
         kwargs: dict[str, Any] = {"dest": self.name, "default": None, "help": self.help_text().replace("%", "%%")}
         if self.kind is bool:
-            kwargs["action"] = "store_false" if self.default else "store_true"
+            kwargs["action"] = (argparse.BooleanOptionalAction if self.optional
+                                else "store_false" if self.default else "store_true")
         else:
             kwargs["metavar"] = self.spec.metavar
             kwargs["type"] = CONVERTERS.get(self.kind)

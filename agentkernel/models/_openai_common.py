@@ -136,6 +136,12 @@ class OpenAIModelBase:
         """Whether requests go to the OpenAI API itself (not an OpenAI-compatible server)."""
         return _same_url(self.base_url, OPENAI_API_URL)
 
+    @property
+    def accepts_images(self) -> bool:
+        """Whether tools should give this model images by default: only the OpenAI API itself is known to take
+        them (a text-only local server rejects a request that holds one)."""
+        return self.is_openai_api
+
     def sampling_options(self, max_tokens_field: str) -> dict[str, Any]:
         """``temperature`` and the output cap (sent as ``max_tokens_field``), only those that are set."""
         options: dict[str, Any] = {}

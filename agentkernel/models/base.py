@@ -108,3 +108,13 @@ class Model(Protocol):
     name: str
 
     def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]: ...
+
+
+def accepts_images(model: object) -> bool:
+    """Whether to give ``model`` images by default (``%%agent --images`` decides when given).
+
+    A model says so with an ``accepts_images`` attribute: the OpenAI adapters only for the OpenAI API itself, a
+    replay when its cassette holds images. Any other model (a scripted one, your own object) gets them: images are
+    an ``"images"`` key on tool outputs, which a model that cannot use them leaves alone.
+    """
+    return bool(getattr(model, "accepts_images", True))

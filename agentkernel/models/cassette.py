@@ -13,8 +13,10 @@ A cassette holds one line per model request::
      "error": "…"}                     # only when the request failed (replayed as the same ModelError)
 
 The request part is a summary, not the request: a cassette never holds the system prompt (only a hash of it), an
-API key or any header, and a known key that shows up in a tool output is redacted. Cassettes written before
-``system`` and ``schemas`` were recorded replay as before, without those two checks.
+API key or any header, and a known key that shows up in a tool output is redacted. A tool output's images are
+recorded as references (``{"media_type", "width", "height", "bytes", "sha256"}``); a replay checks their type and
+size, not their bytes. Cassettes written before ``system`` and ``schemas`` were recorded replay as before, without
+those two checks.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..history import Item
+from ..images import image_reference
 from ..redact import known_secrets, redact
 from ..text import json_line, short
 from .base import (
@@ -41,6 +44,7 @@ from .base import (
     TextDelta,
     Truncation,
     UsageEvent,
+    accepts_images,
 )
 
 
@@ -50,8 +54,20 @@ def model_secrets(model: object) -> list[str]:
     return known_secrets(*(own() if callable(own) else ()))
 
 
-def _without_ids(item: Item) -> Item:
-    return {k: v for k, v in item.items() if k != "call_id"}
+def _summary_item(item: Item) -> Item:
+    """An item as a cassette records it: without its call id, and its images (if any) as references."""
+    summary = {k: v for k, v in item.items() if k != "call_id"}
+    if isinstance(item.get("images"), list):
+        summary["images"] = [image_reference(image) for image in item["images"]]
+    return summary
+
+
+def _without_digests(items: list[Item]) -> list[Item]:
+    """Items with their image references cut to type and size: what a replay compares. A figure redrawn by
+    another matplotlib or Pillow version differs in its bytes (the PNG even names the version), not in what it
+    shows."""
+    return [{**item, "images": [{k: v for k, v in ref.items() if k in ("media_type", "width", "height")}
+                                for ref in item["images"]]} if "images" in item else item for item in items]
 
 
 def unseen_items(history: list[Item]) -> list[Item]:
@@ -71,13 +87,13 @@ def summarize_request(request: ModelRequest, secrets: Sequence[str] = ()) -> dic
     ``fingerprint`` is a hash of the whole history with call ids left out (they differ between runs of a real
     model); ``last`` is the part of the history the model is answering.
     """
-    history = redact([_without_ids(item) for item in request.history], list(secrets))
+    history = redact([_summary_item(item) for item in request.history], list(secrets))
     tail = len(unseen_items(request.history))
     schemas = {_tool_name(t): _digest(t) for t in request.tools}
     return {
         "items": len(request.history),
         "tools": sorted(schemas),
-        "fingerprint": _digest(history),
+        "fingerprint": _digest(_without_digests(history)),
         "system": _digest(request.system),
         "schemas": dict(sorted(schemas.items())),
         "last": history[len(history) - tail:],
@@ -153,6 +169,11 @@ class RecordingModel:
                   "estimates_usage": self.estimates_usage or None}
         return {k: v for k, v in sizing.items() if v is not None}
 
+    @property
+    def accepts_images(self) -> bool:
+        """As the wrapped model (see :func:`agentkernel.models.base.accepts_images`)."""
+        return accepts_images(self.inner)
+
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         secrets = model_secrets(self.inner)
         record: dict[str, Any] = {"model": self.name, "request": summarize_request(request, secrets), "events": []}
@@ -208,6 +229,9 @@ class ReplayModel:
         recorded = self.exchanges[0].get("model") if self.exchanges else None
         self.name = f"replay of {recorded}" if recorded else "replay"
         self.requests = 0
+        self.accepts_images = any("images" in item for exchange in self.exchanges
+                                  for item in exchange.get("request", {}).get("last") or [])
+        """Whether the recorded run gave the model images: a replay then gives them too, else its requests differ."""
         sizing = self.exchanges[0].get("context", {}) if self.exchanges else {}
         self.max_output_tokens: int | None = sizing.get("max_output_tokens")
         self.estimates_usage: bool = bool(sizing.get("estimates_usage"))
@@ -248,7 +272,7 @@ class ReplayModel:
 def compare_requests(recorded: dict[str, Any], live: dict[str, Any]) -> list[str]:
     """Readable differences between a recorded request summary and a live one (empty when they match)."""
     differences = []
-    if recorded.get("last") != live["last"]:
+    if _without_digests(recorded.get("last") or []) != _without_digests(live["last"]):
         was, now = (short(json.dumps(value, ensure_ascii=False), 200) for value in (recorded.get("last"), live["last"]))
         differences.append(f"the new input differs: recorded {was}, now {now}")
     if recorded.get("tools") != live["tools"]:

@@ -13,6 +13,7 @@ from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam, C
 from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
 from ..history import Item
+from ..images import data_url
 from ._openai_common import InputCache, OpenAIModelBase
 from .base import (
     FunctionCallEvent,
@@ -60,6 +61,8 @@ def add_chat_message(messages: list[dict[str, Any]], item: Item) -> None:
 
     A run of ``function_call`` items becomes one assistant message with ``tool_calls`` (its content is the
     assistant text just before the calls, else ``""``); each ``function_call_output`` becomes a ``tool`` message.
+    Tool messages take text only, so the ``images`` of a round's outputs go into one ``user`` message after the
+    round's tool messages: per call, a text part naming it, then its ``image_url`` parts.
     """
     kind = item.get("type")
     if kind == "function_call":
@@ -74,9 +77,23 @@ def add_chat_message(messages: list[dict[str, Any]], item: Item) -> None:
         else:
             messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
     elif kind == "function_call_output":
-        messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": _text(item.get("output"))})
+        message = {"role": "tool", "tool_call_id": item["call_id"], "content": _text(item.get("output"))}
+        images = messages.pop() if messages and _is_images_message(messages[-1]) else None
+        messages.append(message)  # before the round's images: tool messages must follow their calls directly
+        if item.get("images"):
+            images = images or {"role": "user", "content": []}
+            images["content"].append({"type": "text", "text": f"The images of tool call {item['call_id']}:"})
+            images["content"].extend({"type": "image_url", "image_url": {"url": data_url(image)}}
+                                     for image in item["images"])
+        if images is not None:
+            messages.append(images)
     elif kind == "message" or "role" in item:
         messages.append({"role": item.get("role", "user"), "content": _text(item.get("content"))})
+
+
+def _is_images_message(message: dict[str, Any]) -> bool:
+    # The only user message with a list of parts: a prompt from the history is converted to a string.
+    return message["role"] == "user" and isinstance(message.get("content"), list)
 
 
 @dataclass

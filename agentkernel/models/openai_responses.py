@@ -22,6 +22,7 @@ from openai.types.responses import (
 )
 
 from ..history import Item
+from ..images import data_url
 from ._openai_common import InputCache, OpenAIModelBase
 from .base import (
     FunctionCallEvent,
@@ -42,11 +43,19 @@ _ITEM_KEYS = {
 
 
 def responses_item(item: Item) -> dict[str, Any]:
-    """A history item as a Responses ``input`` item, without the runtime's own keys (such as ``synthetic``)."""
+    """A history item as a Responses ``input`` item, without the runtime's own keys (such as ``synthetic``).
+
+    A tool output with ``images`` is sent as a list: its text as ``input_text``, then each image as an
+    ``input_image`` (a data URL), the form ``FunctionCallOutput.output`` takes for "text, image, or file output".
+    """
     keys = _ITEM_KEYS.get(item.get("type", ""))
     if keys is None:  # an item type the runtime does not make itself: pass it on as it is
-        return {k: v for k, v in item.items() if k != "synthetic"}
-    return {k: item[k] for k in keys if k in item}
+        return {k: v for k, v in item.items() if k not in ("synthetic", "images")}
+    converted = {k: item[k] for k in keys if k in item}
+    if item.get("images") and converted["type"] == "function_call_output":
+        converted["output"] = [{"type": "input_text", "text": item.get("output") or ""},
+                               *({"type": "input_image", "image_url": data_url(image)} for image in item["images"])]
+    return converted
 
 
 def responses_input(history: list[Item]) -> list[dict[str, Any]]:

@@ -1,0 +1,77 @@
+"""Fault injection for run_python's displays (issue 17, item 4): a display whose text holds the API key.
+
+A matplotlib figure whose title is set from a variable holding the key, shown with its SVG beside the PNG (the
+SVG keeps the title as text), an HTML, Markdown and JSON display of it, and a DataFrame value holding it: every
+text part of every bundle is redacted before the panel shows it, the rendering below the run saves it, the
+history and transcript keep it or the model is sent it. (The PNG's pixels are not text: a key drawn into a
+figure is drawn for anyone who looks at it, the model included.)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from kernel_client import KernelSession, agent_kernel
+
+pytest.importorskip("matplotlib")
+pytest.importorskip("pandas")
+
+KEY = "sk-displaytest-0123456789abcdef"
+
+CODE = """\
+import matplotlib.pyplot as plt
+import pandas as pd
+from IPython.display import HTML, JSON, Markdown, display
+%config InlineBackend.figure_formats = ["png", "svg"]
+plt.rcParams["svg.fonttype"] = "none"
+fig, ax = plt.subplots()
+ax.plot([1, 3, 2])
+ax.set_title(token)
+display(fig)
+display(HTML(f"<b>{token}</b>"), Markdown(f"**{token}**"), JSON({"token": token}))
+plt.close(fig)
+pd.DataFrame({"token": [token]})"""
+
+SETUP = f"""\
+import os
+os.environ["OPENAI_API_KEY"] = {KEY!r}
+token = os.environ["OPENAI_API_KEY"]
+from agentkernel import Call, ScriptedModel
+sent = []
+
+
+def looker(request):
+    sent.append(__import__("json").dumps(request.history))
+    return Call("run_python", {{"code": {CODE!r}}}) if len(sent) == 1 else "done"
+
+
+m = ScriptedModel(looker)
+"""
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory: pytest.TempPathFactory):
+    with agent_kernel(tmp_path_factory.mktemp("faults_displays")) as ks:
+        yield ks
+
+
+def test_a_key_in_a_display_s_text_is_redacted_before_it_is_shown_saved_or_sent(kernel: KernelSession):
+    kernel.ok(SETUP)
+    cell = kernel.run("%%agent -m m --allow-writes\nplot it", timeout=60)
+    assert cell.status == "ok" and not cell.errors, cell.describe()
+    assert kernel.value("_agent.status") == "complete"
+    # The displays did reach the panel and the cell (so this checks something): their text parts redacted.
+    shown = json.dumps([m["content"] for m in cell.messages])
+    assert "image/svg+xml" in shown and "text/html" in shown and "text/markdown" in shown
+    assert "application/json" in shown and "[redacted]" in shown
+    below = [d for d in cell.displays if "image/svg+xml" in d]
+    assert below and "[redacted]" in below[0]["image/svg+xml"]
+    assert KEY not in shown, "the key reached the notebook"
+    # Nor did it reach the model (which got the figure as an image), the history or the transcript.
+    requests = kernel.value("sent")
+    assert len(requests) == 2 and "sent to the model as an image" in requests[1]
+    assert KEY not in json.dumps(requests)
+    assert KEY not in kernel.value("__import__('json').dumps(_agent.history)")
+    assert KEY not in Path(kernel.value("_agent.transcript")).read_text()
