@@ -17,6 +17,7 @@ counts compared with the estimates so far) of what was added since.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -100,6 +101,10 @@ class Compaction:
     """Whether the view now fits the usable window; a request that still does not fit ends the run."""
     elided: list[str] = field(default_factory=list, repr=False)
     """call_ids of the outputs elided by this compaction."""
+
+    def record(self) -> dict[str, Any]:
+        """What a transcript keeps of it."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "elided"}
 
     @property
     def title(self) -> str:

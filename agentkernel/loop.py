@@ -248,7 +248,7 @@ class AgentLoop:
                     if self.on_event is not None and turn:  # validated for the listener; the history gets the
                         self.emit(TextDelta, valid_text(event.text))  # joined text
                 elif isinstance(event, FunctionCallProgress):
-                    if self.on_event is not None:  # the model's own event, passed on as it is
+                    if self.on_event is not None and turn:  # the model's own event, passed on as it is
                         self.on_event(event)
                 elif isinstance(event, FunctionCallEvent):
                     calls.append(ToolCall(valid_text(event.call_id), valid_text(event.name),
@@ -287,10 +287,7 @@ class AgentLoop:
         self.emit(ContextCompacted, compaction)
         self.emit(ContextUpdated, compaction.tokens_after, self.context.window)
         if self.transcript:
-            self.transcript.write({"event": "compaction", "reason": compaction.reason,
-                                   "tokens_before": compaction.tokens_before, "tokens_after": compaction.tokens_after,
-                                   "outputs_elided": compaction.outputs_elided,
-                                   "turns_summarised": compaction.turns_summarised})
+            self.transcript.write({"event": "compaction", **compaction.record()})
         if not compaction.fits:
             return Trip("context_overflow", (
                 f"even compacted, the request needs about {compaction.tokens_after:,} tokens and "
