@@ -279,3 +279,16 @@ def test_overflow_bodies_of_openai_llama_cpp_and_vllm_are_recognised_with_their_
             "type": "BadRequestError", "param": None, "code": 400}
     assert overflow_numbers(vllm, "") == (True, 4096, 4488)
     assert overflow_numbers({"message": "Invalid value for 'temperature'", "code": None}, "")[0] is False
+
+
+def test_each_compaction_is_written_to_the_transcript_and_the_transcript_keeps_the_full_history(tmp_path):
+    from agentkernel import load_transcript
+
+    path = tmp_path / "run.jsonl"
+    model = WindowModel(reading_script(40), window=6000)
+    result = run_sync("Read.", model=model, tools=[read_chunk], context_window=6000, transcript=path)
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    compactions = [r for r in records if r["event"] == "compaction"]
+    assert len(compactions) == result.compactions > 0
+    assert {"reason", "tokens_before", "tokens_after", "outputs_elided", "turns_summarised"} <= set(compactions[0])
+    assert load_transcript(path) == result.history  # elided nowhere but in what the model was sent
