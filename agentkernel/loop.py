@@ -27,7 +27,7 @@ from .events import (
     ToolCallStarted,
     UsageUpdated,
 )
-from .guards import FailureGuard, GuardConfig, NoProgressGuard, RepeatedCallGuard
+from .guards import FailureGuard, GuardConfig, NoProgressGuard, RepeatedCallGuard, TextLoopGuard
 from .models.base import (
     FunctionCallEvent,
     FunctionCallProgress,
@@ -97,6 +97,7 @@ class AgentLoop:
         self.repeats = RepeatedCallGuard(guards.repeat_limit)
         self.no_progress = NoProgressGuard(guards.stuck_window, guards.max_stale_turns)
         self.failures = FailureGuard(guards.max_consecutive_failures)
+        self.text_loop = TextLoopGuard(guards.text_repeats)
         self.stop = stop or StopSignal()
         self.on_event = on_event
         self.approve = approve
@@ -202,12 +203,15 @@ class AgentLoop:
 
     async def _sample(self, text: list[str], calls: list[ToolCall], cut: list[str]) -> None:
         request = ModelRequest(self.system, self.history, self.schemas)
+        self.text_loop.reset()
         async with contextlib.aclosing(self.model.stream(request)) as stream:  # an abort disconnects at once
             async for event in stream:
                 if isinstance(event, TextDelta):
                     text.append(event.text)
                     if self.on_event is not None:  # validated for the listener; the history gets the joined text
                         self.emit(TextDelta, valid_text(event.text))
+                    if trip := self.text_loop.feed(event.text):  # cut: the text so far is committed
+                        raise _Stopped(trip)
                 elif isinstance(event, FunctionCallProgress):
                     if self.on_event is not None:  # the model's own event, passed on as it is
                         self.on_event(event)
