@@ -146,6 +146,8 @@ class _Lines:
 
     def prose(self, delta: str) -> str:
         """The part of ``delta`` the guard reads; a line it skips leaves its newline."""
+        if self.reading and "\n" not in delta and "\r" not in delta:
+            return delta  # more of a line being read: the common case
         out: list[str] = []
         for piece in delta.splitlines(keepends=True):
             ends = piece.endswith(("\n", "\r"))
@@ -202,6 +204,8 @@ class TextLoopGuard:
         """Forget the response read so far (for the next one)."""
         self._lines = _Lines()
         self._text = ""  # the text read, from the absolute position _offset on (the rest is forgotten)
+        self._waiting: list[str] = []  # read but not yet looked at, self._count characters
+        self._count = 0
         self._offset = 0
         self._next = 0  # the first absolute position not yet looked at
         self._chunks: dict[str, _Chunk] = {}
@@ -211,10 +215,15 @@ class TextLoopGuard:
         """Read the next text delta of the response; a :class:`Trip` (``no_progress``) when it repeats itself."""
         if not self.repeats:
             return None
-        self._text += self._lines.prose(delta)
-        end = self._offset + len(self._text) - self.CHUNK + 1  # a chunk needs CHUNK characters after its start
-        if end <= self._next:
+        prose = self._lines.prose(delta)
+        self._waiting.append(prose)
+        self._count += len(prose)
+        if self._count < self.CHUNK:  # read in batches: a delta is often a token, and the text is kept as one str
             return None
+        self._text += "".join(self._waiting)
+        self._waiting.clear()
+        self._count = 0
+        end = self._offset + len(self._text) - self.CHUNK + 1  # a chunk needs CHUNK characters after its start
         text, offset = self._text, self._offset
         for match in _WORD_START.finditer(text, self._next - offset, end - offset):
             if trip := self._sighting(match.start() + offset):
