@@ -11,6 +11,7 @@ Status = Literal[
     "aborted",             # Stop, the kernel interrupt, or cancellation
     "fatal_error",         # the model API failed after the SDK's retries, or its stream broke
     "truncated",           # the server cut the model's response short (output length, content filter)
+    "context_overflow",    # a request could not be made to fit the model's context window, even compacted
     "repeated_tool_call",  # one (tool, arguments, output) signature occurred repeat_limit times
     "no_progress",         # a call cycle, or stale model turns
     "tool_failure",        # every call failed several rounds in a row

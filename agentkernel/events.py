@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .context import Compaction
 from .models.base import FunctionCallProgress, TextDelta
 from .result import LoopResult
 from .tools import ToolCall
@@ -46,16 +47,32 @@ class UsageUpdated:
 
 
 @dataclass
+class ContextUpdated:
+    """How full the model's context window is expected to be for the next request (``window`` None: unknown)."""
+
+    fill: int
+    window: int | None
+
+
+@dataclass
+class ContextCompacted:
+    """The model's view of the history was compacted (the history itself is unchanged)."""
+
+    compaction: Compaction
+
+
+@dataclass
 class RunFinished:
     result: LoopResult
 
 
 Event = (
     RunStarted | RoundStarted | TextDelta | FunctionCallProgress | MessageDone | ToolCallStarted | ToolCallFinished
-    | UsageUpdated | RunFinished
+    | UsageUpdated | ContextUpdated | ContextCompacted | RunFinished
 )
 
 __all__ = [
+    "ContextCompacted", "ContextUpdated",
     "Event", "FunctionCallProgress", "MessageDone", "RoundStarted", "RunFinished", "RunStarted", "TextDelta",
     "ToolCallFinished", "ToolCallStarted", "UsageUpdated",
 ]

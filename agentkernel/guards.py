@@ -45,6 +45,7 @@ class RepeatedCallGuard:
     def __init__(self, limit: int | None):
         self.limit = limit or 0
         self.counts: dict[tuple[str, str, str], int] = {}
+        self.forgiven: set[tuple[str, str, str]] = set()
 
     def record(self, name: str, normalized: str, output: str) -> Trip | None:
         """Record a finished call by its name, normalized arguments and model-visible output."""
@@ -58,6 +59,15 @@ class RepeatedCallGuard:
                 f"{name} {short(normalized)} returned the same output {count} times",
             )
         return None
+
+
+    def forgive(self, name: str, normalized: str, output: str) -> None:
+        """Compaction took this output out of the model's view: the next call like it is a legitimate re-read, not a
+        repeat. Once per signature, so a model that keeps re-reading what compaction removes still trips."""
+        key = (name, normalized, output)
+        if key in self.counts and key not in self.forgiven:
+            self.forgiven.add(key)
+            self.counts[key] -= 1
 
 
 class NoProgressGuard:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import time
 import uuid
@@ -16,8 +17,11 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from . import history as h
+from .context import CONTEXT_FRAME, Compaction, ContextView, estimate
 from .endings import Trip
 from .events import (
+    ContextCompacted,
+    ContextUpdated,
     Event,
     MessageDone,
     RoundStarted,
@@ -29,6 +33,7 @@ from .events import (
 )
 from .guards import FailureGuard, GuardConfig, NoProgressGuard, RepeatedCallGuard, TextLoopGuard
 from .models.base import (
+    ContextOverflowError,
     FunctionCallEvent,
     FunctionCallProgress,
     Model,
@@ -85,12 +90,22 @@ class AgentLoop:
         on_event: Callable[[Event], None] | None = None,
         approve: Approver | None = None,
         transcript: str | os.PathLike[str] | bool = False,
+        context_window: int | None = None,
     ):
         self.model = model
         self.tools = as_registry(tools)
         self.schemas = [t.schema() for t in self.tools.values()]  # the same for every request
         self.system = DEFAULT_SYSTEM_PROMPT if system is None else system
         self.history: list[h.Item] = h.repair_history(history or [])
+        # What each request carries: the history, compacted when it outgrows the window (see context.py).
+        self.context = ContextView(
+            self.history, window=context_window, reserve=getattr(model, "max_output_tokens", None),
+            fixed=estimate(self.system + CONTEXT_FRAME) + estimate(json.dumps(self.schemas)),
+            read_only=lambda name: name not in self.tools or self.tools[name].read_only,
+        )
+        self.compactions: list[Compaction] = []
+        self.overflows = 0  # requests refused as too long since the last one that was answered
+        self.signatures: dict[str, tuple[str, str, str]] = {}  # each call's repeated-call signature, by call_id
         self.call_ids = {item["call_id"] for item in self.history if item.get("type") == "function_call"}
         self.limits = limits or Limits()
         guards = guards or GuardConfig()
@@ -138,6 +153,9 @@ class AgentLoop:
 
     async def _run(self, prompt: str | None) -> LoopResult:
         self.emit(RunStarted, self.run_id, getattr(self.model, "name", type(self.model).__name__))
+        discover = getattr(self.model, "discover_context_window", None)
+        if self.context.window is None and discover is not None:
+            self.context.window = await discover()
         if self.transcript:
             self.transcript.write({"event": "start", "run_id": self.run_id, "system": self.system})
             for item in self.history:
@@ -169,6 +187,8 @@ class AgentLoop:
                 return self.limits.wall_clock_trip()
             if trip := self.limits.check_before_request(self.usage):
                 return trip
+            if self.context.needs_compaction() and (trip := await self._compact("high water")):
+                return trip
             self.rounds += 1
             self.emit(RoundStarted, self.rounds)
 
@@ -180,8 +200,14 @@ class AgentLoop:
             except _Stopped as stopped:
                 self._commit_text("".join(text))  # what streamed so far; half-made calls are dropped
                 return stopped.trip
+            except ContextOverflowError as e:
+                self.rounds -= 1  # the request was refused, not answered: the round is tried again
+                if trip := await self._overflowed(e):
+                    return trip
+                continue
             except ModelError as e:
                 return Trip("fatal_error", str(e) or type(e).__name__)
+            self.overflows = 0
             answer = self._commit_text("".join(text))
             for call in calls:
                 self._commit_call(call)
@@ -201,16 +227,29 @@ class AgentLoop:
             if trip := await self._run_tools(answer, calls):
                 return trip
 
+    @property
+    def system_prompt(self) -> str:
+        """The system prompt as sent: a run that can compact tells the model how (see ``CONTEXT_FRAME``)."""
+        if self.context.window is None and not self.compactions:
+            return self.system
+        return f"{self.system}\n\n{CONTEXT_FRAME}" if self.system else CONTEXT_FRAME
+
     async def _sample(self, text: list[str], calls: list[ToolCall], cut: list[str]) -> None:
-        request = ModelRequest(self.system, self.history, self.schemas)
+        self.context.sent()
+        await self._stream(ModelRequest(self.system_prompt, self.context.items, self.schemas), text, calls, cut)
+        self.emit(ContextUpdated, self.context.fill, self.context.window)
+
+    async def _stream(self, request: ModelRequest, text: list[str], calls: list[ToolCall], cut: list[str]) -> None:
+        """Stream one request: text, calls and truncation into the lists given, usage into ``self.usage``."""
+        turn = request.purpose == "turn"
         self.text_loop.reset()
         async with contextlib.aclosing(self.model.stream(request)) as stream:  # an abort disconnects at once
             async for event in stream:
                 if isinstance(event, TextDelta):
                     text.append(event.text)
-                    if self.on_event is not None:  # validated for the listener; the history gets the joined text
-                        self.emit(TextDelta, valid_text(event.text))
-                    if trip := self.text_loop.feed(event.text):  # cut: the text so far is committed
+                    if self.on_event is not None and turn:  # validated for the listener; the history gets the
+                        self.emit(TextDelta, valid_text(event.text))  # joined text
+                    if turn and (trip := self.text_loop.feed(event.text)):  # cut: the text so far is committed
                         raise _Stopped(trip)
                 elif isinstance(event, FunctionCallProgress):
                     if self.on_event is not None:  # the model's own event, passed on as it is
@@ -221,10 +260,68 @@ class AgentLoop:
                 elif isinstance(event, UsageEvent):
                     self.usage.input_tokens += event.input_tokens
                     self.usage.output_tokens += event.output_tokens
+                    if turn and not getattr(self.model, "estimates_usage", False):
+                        self.context.observe(event.input_tokens)
                     self.emit(UsageUpdated, self.usage)
                 elif isinstance(event, Truncation):
                     cut.append(event.reason)
         self.usage.requests += 1
+
+    # -- the context window -----------------------------------------------------------------------------------
+
+    async def _overflowed(self, error: ContextOverflowError) -> Trip | None:
+        """The server refused a request as too long: learn the window from what it said, compact, and retry; end
+        the run when compacting twice in a row did not make the request fit."""
+        self.overflows += 1
+        self.context.learn(error.window, error.prompt_tokens)
+        if self.overflows > 2:
+            return Trip("context_overflow", f"the server still refused the request as too long after "
+                        f"{self.overflows - 1} compactions in a row: {error}")
+        return await self._compact("overflow")
+
+    async def _compact(self, reason: str) -> Trip | None:
+        """Compact the view (see :meth:`ContextView.compact`); a trip when it still cannot fit or Stop came."""
+        try:
+            compaction = await self.context.compact(self._summarize, reason)
+        except _Stopped as stopped:
+            return stopped.trip
+        self.compactions.append(compaction)
+        for call_id in compaction.elided:
+            self._forgive(call_id)
+        self.emit(ContextCompacted, compaction)
+        self.emit(ContextUpdated, compaction.tokens_after, self.context.window)
+        if self.transcript:
+            self.transcript.write({"event": "compaction", "reason": compaction.reason,
+                                   "tokens_before": compaction.tokens_before, "tokens_after": compaction.tokens_after,
+                                   "outputs_elided": compaction.outputs_elided,
+                                   "turns_summarised": compaction.turns_summarised})
+        if not compaction.fits:
+            return Trip("context_overflow", (
+                f"even compacted, the request needs about {compaction.tokens_after:,} tokens and "
+                f"{self.context.usable:,} fit ({self.context.window:,}-token window less {self.context.reserve:,} "
+                "for the answer): the system prompt, the tools and the last turn alone are too long"))
+        return None
+
+    async def _summarize(self, items: list[h.Item]) -> str | None:
+        """Ask the model for a note on ``items`` (compaction's second stage); ``None`` when it cannot be had.
+
+        The request counts towards the budgets like any other; past them, or on a model error, there is no note.
+        """
+        if self.limits.check_before_request(self.usage):
+            return None
+        text: list[str] = []
+        request = ModelRequest(self.system_prompt, items, self.schemas, purpose="summary")
+        try:
+            await self._race(self._stream(request, text, [], []))
+        except ModelError:
+            return None
+        return valid_text("".join(text))
+
+    def _forgive(self, call_id: str) -> None:
+        """An output the model no longer sees may be fetched again once without counting as a repeat."""
+        signature = self.signatures.get(call_id)
+        if signature is not None:
+            self.repeats.forgive(*signature)
 
     def _truncated(self, reason: str, had_text: bool, calls: list[ToolCall]) -> Trip:
         """End the run on a response the server cut short: its calls may be incomplete, so none of them runs."""
@@ -251,6 +348,7 @@ class AgentLoop:
 
         trip = None
         for call in runnable:
+            self.signatures[call.call_id] = (call.name, call.normalized, call.output)
             trip = (trip or self.repeats.record(call.name, call.normalized, call.output)
                     or self.no_progress.record_call(call.name, call.normalized))
         trip = trip or self.no_progress.record_turn(text, [(c.name, c.normalized, c.output) for c in calls])
@@ -306,6 +404,7 @@ class AgentLoop:
     def commit(self, item: h.Item) -> None:
         item = h.valid_item(item)
         self.history.append(item)
+        self.context.append(item)
         if self.transcript:
             self.transcript.item(item)
 
@@ -349,6 +448,7 @@ class AgentLoop:
             tool_calls=self.tool_calls,
             partial_findings=self.findings,
             detail=valid_text(trip.detail),
+            compactions=len(self.compactions),
             run_id=self.run_id,
             transcript=str(self.transcript.path) if self.transcript else None,
         )

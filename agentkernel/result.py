@@ -39,6 +39,9 @@ class LoopResult:
     """``{"tool", "arguments", "output"}`` of every call that succeeded, in order: what was learned so far."""
     detail: str = ""
     """One sentence on why the run stopped (empty when complete)."""
+    compactions: int = 0
+    """How many times the model's view of the history was compacted to fit its context window (the history
+    itself is always whole)."""
     run_id: str = ""
     transcript: str | None = None
     """Path of the run's JSONL transcript, if one was written."""

@@ -172,6 +172,7 @@ def _scenarios() -> dict[str, dict]:
         "hit_wall_clock": {"model": ScriptedModel([Turn(text="slow " * 50, delay=0.01)]),
                            "limits": Limits(max_seconds=0.05)},
         "hit_tool_call_cap": {"model": ScriptedModel([read[:3]]), "limits": Limits(max_tool_calls=2)},
+        "context_overflow": {"model": ScriptedModel(["hi"]), "context_window": 100},  # the system prompt is longer
     }
 
 

@@ -62,6 +62,10 @@ class Truncated(AgentStop):
     """The server cut the model's response short (output length or content filter); no call from it was run."""
 
 
+class ContextOverflow(AgentStop):
+    """A request could not be made to fit the model's context window, even after compacting the view."""
+
+
 class HitIterationCap(AgentStop):
     """The run used all its model requests (``--max-iterations``)."""
 
@@ -84,6 +88,7 @@ STOP_ERRORS: dict[Status, type[AgentStop]] = {
     "tool_failure": ToolFailure,
     "fatal_error": FatalError,
     "truncated": Truncated,
+    "context_overflow": ContextOverflow,
     "hit_iteration_cap": HitIterationCap,
     "hit_token_cap": HitTokenCap,
     "hit_wall_clock": HitWallClock,

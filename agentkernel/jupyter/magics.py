@@ -194,6 +194,7 @@ class AgentMagics(Magics):
             on_event=fan_out(panel, record, kernel),
             approve=self.approver(panel, options, clickable),
             transcript=options.transcripts,
+            context_window=options.context_window or None,
         )
         bundle = panel.widget._repr_mimebundle_()
         bundle["text/plain"] = PANEL_TEXT  # a fixed text, so saved notebooks compare equal under nbval

@@ -112,6 +112,11 @@ class AgentOptions:
     max_output_tokens: int = option(0, "--max-output-tokens", group="budgets", metavar="N",
                                     help="cap on each model response, sent with the request; a response cut by it "
                                          "ends the run as truncated", shown="0 = the server's own limit")
+    context_window: int = option(0, "--context-window", group="model", metavar="N",
+                                 help="the model's context window in tokens: past 85% of it the model's view of "
+                                      "the history is compacted (old outputs elided, then older turns summarised)",
+                                 shown="0 = unknown: asked of the server (llama.cpp), else learned from its first "
+                                       "overflow error")
     # -- guards (0: off)
     repeat_limit: int = option(3, "--repeat-limit", group="guards", metavar="N",
                                help="stop when one (tool, arguments, output) signature has occurred N times")

@@ -26,6 +26,8 @@ from IPython.display import Markdown
 from ipywidgets.widgets.widget_string import HTMLStyle  # type: ignore[import-untyped]
 
 from ..events import (
+    ContextCompacted,
+    ContextUpdated,
     Event,
     FunctionCallProgress,
     MessageDone,
@@ -55,7 +57,7 @@ DROPPED = "not sent: the model stopped before the call was complete"
 class Entry:
     """One thing the panel shows, in order: a message, a tool call (maybe still being written) or an approval."""
 
-    kind: Literal["message", "call", "approval"]
+    kind: Literal["message", "call", "approval", "compaction"]
     call: ToolCall | None = None
     name: str = ""  # a call being written: its name and the size of its arguments so far
     chars: int = 0
@@ -82,6 +84,8 @@ class Entry:
             return "message: " + " ".join("".join(self.text).split())[:80]
         if self.kind == "approval":
             return f"approval: {self.name}"
+        if self.kind == "compaction":
+            return self.name
         if self.call is None:
             return f"{self.name}(…) · {'dropped' if self.dropped else 'writing'} · {self.chars} characters"
         duration = f" · {self.call.duration:.2f} s" if self.call.status else ""
@@ -112,6 +116,8 @@ class Panel:
                                           tooltip="Abort the run: history is kept, _agent holds the result")
         self.stop_button.on_click(lambda _: self.stop_signal.set("stopped with the Stop button"))
         self.body = widgets.VBox()
+        self.context: tuple[int, int] | None = None  # the fill and the window, once the window is known
+        self.context_bar: widgets.HBox | None = None  # made when the window becomes known
         self.widget = widgets.VBox([widgets.HBox([self.stop_button, self.status]), *self.bars.values(), self.body])
         # One layout and one style for every entry's widgets: otherwise each widget opens two more models.
         self.layout = widgets.Layout()
@@ -121,7 +127,7 @@ class Panel:
         self.by_call: dict[str, Entry] = {}  # live calls by call_id
         self.writing: dict[str, Entry] = {}  # calls the model is still writing, by their progress key
         self.streaming: Entry | None = None  # the message being streamed
-        self.folded_kinds = {"call": 0, "message": 0, "approval": 0}
+        self.folded_kinds = {"call": 0, "message": 0, "approval": 0, "compaction": 0}
         self.folded_titles: deque[str] = deque(maxlen=FOLDED_TITLES)
         self.fold: widgets.HTML | None = None  # the block of folded entries, made at the first fold
         self.fold_changed = False
@@ -156,6 +162,10 @@ class Panel:
             self.drop_unfinished_writing()
         elif isinstance(event, UsageUpdated):
             self.tokens = event.usage.total_tokens
+        elif isinstance(event, ContextUpdated):
+            self.context = (event.fill, event.window) if event.window else None
+        elif isinstance(event, ContextCompacted):
+            self.add(Entry("compaction", name=event.compaction.title))
         elif isinstance(event, RunFinished):
             result = event.result
             self.state = f"{result.status}: {html.escape(result.detail)}" if result.detail else result.status
@@ -288,6 +298,10 @@ class Panel:
             self.show_message(entry)
         elif entry.kind == "call":
             self.show_call(entry)
+        elif entry.kind == "compaction" and entry.view is None:
+            entry.view = widgets.HTML(f"<i>⟲ {html.escape(entry.name)}</i>", layout=self.layout,
+                                      style=self.html_style)
+            entry.parts = [entry.view]
 
     def show_message(self, entry: Entry) -> None:
         text = "".join(entry.text)
@@ -346,6 +360,22 @@ class Panel:
                            ("calls", self.calls)):
             if key in self.bars:
                 self.bars[key].value = min(float(value), self.bars[key].max)
+        if self.context is not None:
+            self.refresh_context(*self.context)
+
+    def refresh_context(self, fill: int, window: int) -> None:
+        """The context bar: ``context 2,960 / 4,096`` (added below the budgets once the window is known)."""
+        if self.context_bar is None:
+            bar = widgets.FloatProgress(value=0, min=0, max=1, description="context")
+            self.context_bar = widgets.HBox([bar, widgets.Label()])
+            head, *bars, body = self.widget.children
+            self.widget.children = (head, *bars, self.context_bar, body)
+        bar, label = self.context_bar.children
+        bar.max = float(window)
+        bar.value = min(float(fill), bar.max)
+        text = f"{fill:,} / {window:,}"
+        if label.value != text:
+            label.value = text
 
     async def tick(self, every: float = 0.5) -> None:
         """Keep the elapsed time moving (and anything held back shown); cancel when the run ends."""

@@ -11,7 +11,8 @@ import json
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..events import Event, MessageDone, ToolCallFinished, ToolCallStarted
+from ..context import Compaction
+from ..events import ContextCompacted, Event, MessageDone, ToolCallFinished, ToolCallStarted
 from ..result import LoopResult
 from ..text import cut, load_arguments, pretty_arguments, short_arguments
 from ..tools import ToolCall
@@ -24,6 +25,10 @@ HEAD_ENTRIES = 50  # a long run's static rendering shows its first and its last 
 TAIL_ENTRIES = 150
 
 
+Entry = str | ToolCall | Compaction
+"""A message's text, a tool call, or a compaction of the model's view."""
+
+
 @dataclass
 class RunRecord:
     """What a run showed, in order: assistant messages (str) and tool calls (filled in as they finish).
@@ -33,20 +38,22 @@ class RunRecord:
     bounded; the whole run is in the result's history.
     """
 
-    head: list[str | ToolCall] = field(default_factory=list)
-    tail: deque[str | ToolCall] = field(default_factory=lambda: deque(maxlen=TAIL_ENTRIES))
+    head: list[Entry] = field(default_factory=list)
+    tail: deque[Entry] = field(default_factory=lambda: deque(maxlen=TAIL_ENTRIES))
     omitted: int = 0
     call_ids: set[str] = field(default_factory=set)  # of the calls kept
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, MessageDone):
             self.add(event.text)
+        elif isinstance(event, ContextCompacted):
+            self.add(event.compaction)
         elif isinstance(event, ToolCallStarted | ToolCallFinished) and event.call.call_id not in self.call_ids:
             # A call that never started (budget, abort) still gets its line when it is finished for it.
             self.add(event.call)
             self.call_ids.add(event.call.call_id)
 
-    def add(self, entry: str | ToolCall) -> None:
+    def add(self, entry: Entry) -> None:
         if len(self.head) < HEAD_ENTRIES:
             self.head.append(entry)
             return
@@ -58,7 +65,7 @@ class RunRecord:
         self.tail.append(entry)
 
     @property
-    def entries(self) -> list[str | ToolCall]:
+    def entries(self) -> list[Entry]:
         """The kept entries in order (the omitted ones would go between the first HEAD_ENTRIES and the rest)."""
         return [*self.head, *self.tail]
 
@@ -68,8 +75,10 @@ class RunRecord:
 
 
 def headline(result: LoopResult) -> str:
+    compacted = result.compactions
     return (f"agent: {result.status} · {result.rounds} round{'s' * (result.rounds != 1)} · "
-            f"{result.tool_calls} tool call{'s' * (result.tool_calls != 1)} · {result.usage.total_tokens} tokens")
+            f"{result.tool_calls} tool call{'s' * (result.tool_calls != 1)} · {result.usage.total_tokens} tokens"
+            + (f" · {compacted} compaction{'s' * (compacted != 1)}" if compacted else ""))
 
 
 def call_title(call: ToolCall) -> str:
@@ -104,6 +113,8 @@ def render_text(result: LoopResult, record: RunRecord) -> str:
             lines.append(record.omission())
         if isinstance(entry, str):
             lines.append(entry.strip())
+        elif isinstance(entry, Compaction):
+            lines.append(f"⟲ {entry.title}")
         else:
             lines.append(f"▸ {call_title(entry)}")
             lines.extend(f"  │ {line}" for line in cut(entry.output, TEXT_OUTPUT_CHARS).splitlines())
@@ -121,6 +132,8 @@ def render_html(result: LoopResult, record: RunRecord) -> str:
             parts.append(f"<p><i>{esc(record.omission())}</i></p>")
         if isinstance(entry, str):
             parts.append(f'<div style="white-space: pre-wrap">{esc(entry.strip())}</div>')
+        elif isinstance(entry, Compaction):
+            parts.append(f"<p><i>⟲ {esc(entry.title)}</i></p>")
         else:
             parts.append(
                 f"<details><summary><code>{esc(call_title(entry))}</code></summary>"

@@ -11,12 +11,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+import httpx
 import openai
 
+from ..context import overflow_numbers
 from ..history import Item
 from ..redact import known_secrets, redact_text, without_credentials
 from ..text import short
-from .base import ModelError
+from .base import ContextOverflowError, ModelError
 
 DEFAULT_TIMEOUT = openai.Timeout(600.0, connect=10.0)
 """Long enough for a slow model's whole answer, short enough to notice an unreachable server."""
@@ -75,6 +77,7 @@ class OpenAIModelBase:
         self._api_key_env = api_key_env
         self._max_retries = max_retries
         self._timeout = timeout
+        self._discovered: tuple[int | None] | None = None
 
     @property
     def client(self) -> openai.AsyncOpenAI:
@@ -176,8 +179,46 @@ class OpenAIModelBase:
         return redact_text(text, self.secrets())
 
     def _model_error(self, error: openai.OpenAIError) -> ModelError:
-        """Describe an SDK error (raised after the SDK's own retries) for the user, never including a key."""
-        return ModelError(self._redact(self._describe(error)))
+        """Describe an SDK error (raised after the SDK's own retries) for the user, never including a key; a
+        request refused as too long for the model's window is a :class:`ContextOverflowError`."""
+        message = self._redact(self._describe(error))
+        if isinstance(error, openai.APIError) and not isinstance(error, openai.APIConnectionError):
+            return self.overflow_error(error.body, error.message, message) or ModelError(message)
+        return ModelError(message)
+
+    def overflow_error(self, body: Any, text: str, message: str) -> ContextOverflowError | None:
+        """A :class:`ContextOverflowError` with the numbers the server gave, if ``body``/``text`` say the request was
+        too long for the context window (else ``None``)."""
+        overflow, window, prompt_tokens = overflow_numbers(body, text)
+        if not overflow:
+            return None
+        return ContextOverflowError(self._redact(message), window=window, prompt_tokens=prompt_tokens)
+
+    async def discover_context_window(self) -> int | None:
+        """The context window the server says it has (llama.cpp's ``/props`` ``n_ctx``), asked once; ``None`` for
+        the OpenAI API and for servers that do not say (the window is then learned from an overflow error)."""
+        if self._discovered is None:
+            self._discovered = (await self._ask_window(),)
+        return self._discovered[0]
+
+    async def _ask_window(self) -> int | None:
+        if self.is_openai_api:
+            return None
+        root = self.base_url.removesuffix("/v1")
+        async with httpx.AsyncClient(timeout=2.0) as client:
+            props = await _get_json(client, f"{root}/props")  # llama.cpp
+            settings = props.get("default_generation_settings")
+            if isinstance(settings, dict) and _positive(settings.get("n_ctx")):
+                return settings["n_ctx"]
+            models = await _get_json(client, f"{self.base_url}/models")  # vLLM's max_model_len, llama.cpp's meta
+            cards = [card for card in models.get("data") or [] if isinstance(card, dict)]
+            ours = [card for card in cards if card.get("id") == self.model] or cards[:1] * (len(cards) == 1)
+            for card in ours:
+                meta = card["meta"] if isinstance(card.get("meta"), dict) else {}
+                for value in (card.get("max_model_len"), meta.get("n_ctx")):
+                    if _positive(value):
+                        return value
+        return None
 
     def _describe(self, error: openai.OpenAIError) -> str:
         retries = self._client.max_retries if self._client is not None else self._max_retries
@@ -263,6 +304,19 @@ def _was_retried(response: Any) -> bool:
     if should in ("true", "false"):
         return should == "true"
     return response.status_code in RETRIED_STATUSES or response.status_code >= 500
+
+
+async def _get_json(client: httpx.AsyncClient, url: str) -> dict[str, Any]:
+    """A GET answered with a JSON object, else ``{}`` (a server without that endpoint, or none at all)."""
+    try:
+        answer = (await client.get(url)).json()
+    except (httpx.HTTPError, ValueError):
+        return {}
+    return answer if isinstance(answer, dict) else {}
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -16,6 +16,9 @@ class ModelRequest:
     system: str
     history: list[Item]
     tools: list[dict[str, Any]] = field(default_factory=list)
+    purpose: str = "turn"
+    """``turn`` (the next step of the run) or ``summary`` (compaction asks for a note on the turns given; the
+    history then ends with the instruction; a scripted model answers it without using up a scripted turn)."""
 
 
 @dataclass
@@ -80,6 +83,19 @@ class ModelError(Exception):
     The loop turns it into the ``fatal_error`` status; the message is shown to the user, so it must never
     contain an API key.
     """
+
+
+class ContextOverflowError(ModelError):
+    """The server refused the request as longer than the model's context window.
+
+    ``window`` and ``prompt_tokens`` are the numbers the server gave (``None`` when it did not say); the loop
+    compacts its view of the history and retries instead of ending the run.
+    """
+
+    def __init__(self, message: str, *, window: int | None = None, prompt_tokens: int | None = None):
+        super().__init__(message)
+        self.window = window
+        self.prompt_tokens = prompt_tokens
 
 
 @runtime_checkable

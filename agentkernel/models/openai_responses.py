@@ -108,10 +108,14 @@ class OpenAIResponsesModel(OpenAIModelBase):
                         yield Truncation((details.reason if details else None) or "incomplete")
                 elif isinstance(event, ResponseFailedEvent):
                     error = event.response.error
-                    raise ModelError(self._redact(
-                        f"the model API reported a failed response: {error.message if error else 'no details'}"))
+                    text = error.message if error else "no details"
+                    message = f"the model API reported a failed response: {text}"
+                    body = {"code": error.code, "message": text} if error else {}
+                    raise self.overflow_error(body, text, message) or ModelError(self._redact(message))
                 elif isinstance(event, ResponseErrorEvent):
-                    raise ModelError(self._redact(f"the model API reported an error: {event.message}"))
+                    message = f"the model API reported an error: {event.message}"
+                    raise self.overflow_error({"code": event.code, "message": event.message}, event.message,
+                                              message) or ModelError(self._redact(message))
         if not ended:
             raise ModelError(f"the stream from the model API at {self.base_url} ended before the response "
                              "was complete (the connection was cut?)")

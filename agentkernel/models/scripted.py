@@ -8,6 +8,7 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..context import describe_turns
 from .base import (
     FunctionCallEvent,
     FunctionCallProgress,
@@ -71,12 +72,20 @@ class ScriptedModel:
     so a slow run can be stopped mid-stream; with a delay each call is also announced
     (``FunctionCallProgress``) by name, then after ``delay`` with its arguments' size, before it is complete.
     Usage is counted as one token per word.
+
+    A compaction's summary request (``request.purpose == "summary"``) uses up no scripted turn: it is answered by
+    ``summary(request)`` if given, else by the runtime's own note on the turns (:func:`describe_turns`).
     """
 
-    def __init__(self, script: Script, *, name: str = "scripted", delay: float = 0.0):
+    estimates_usage = True
+    """Its usage counts words, not the request: the context view keeps to its own estimate of the fill."""
+
+    def __init__(self, script: Script, *, name: str = "scripted", delay: float = 0.0,
+                 summary: Callable[[ModelRequest], str] | None = None):
         self.script = script
         self.name = name
         self.delay = delay
+        self.summary = summary
         self.requests = 0
 
     def next_turn(self, request: ModelRequest) -> Turn:
@@ -89,6 +98,11 @@ class ScriptedModel:
         return as_turn(self.script[index])
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        if request.purpose == "summary":
+            note = self.summary(request) if self.summary else describe_turns(request.history[:-1])
+            yield TextDelta(note)
+            yield UsageEvent(input_tokens=0, output_tokens=len(note.split()))
+            return
         turn = self.next_turn(request)
         delay = turn.delay or self.delay
         if turn.error:
