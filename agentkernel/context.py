@@ -44,6 +44,9 @@ the oldest output it replaces on (the placeholders before it stay as they were, 
 summary re-cuts it from the first turn on. So placeholders are left to pile up to this mark, and then a summary cuts
 deep (keeping the newest turns up to half the low-water mark), so that many compactions follow before the next."""
 
+PLACEHOLDER_CHARS = 90
+"""Outputs shorter than this are never elided: a placeholder would not be shorter."""
+
 CONTEXT_FRAME = """\
 When the conversation outgrows the context window, old tool outputs are replaced by a short note that says \
 which call it was and how to get the text back, and older turns may be summarised."""
@@ -270,6 +273,8 @@ class ContextView:
             item = self.items[index]
             if item.get("type") != "function_call_output" or item.get("elided"):
                 continue
+            if len(str(item.get("output", ""))) < PLACEHOLDER_CHARS:
+                continue  # shorter than any placeholder
             placeholder = self.placeholder(item)
             if item_tokens(placeholder) >= item_tokens(item):
                 continue  # a short output costs no more than its placeholder
@@ -294,7 +299,8 @@ class ContextView:
         The model is asked to summarise the older turns as the last request carried them (``sent``, outputs in
         full where they were): that request is a prefix of this one, so a server's prompt cache still holds it.
         """
-        split = self._split()  # eliding replaced items in place: the same indexes in ``sent``
+        sizes = [item_tokens(item) for item in self.items]
+        split = self._split(sizes)  # eliding replaced items in place: the same indexes in ``sent``
         if split == 0:
             return
         old, kept = self.items[:split], self.items[split:]
@@ -309,17 +315,18 @@ class ContextView:
                 text = await summarize(request)
                 if text and text.strip():
                     note, source = self.note(text.strip(), old), "model"
-        turns_tokens = sum(map(item_tokens, old)) - sum(map(item_tokens, users))
+        users_tokens = sum(map(item_tokens, users))
+        turns_tokens = sum(sizes[:split]) - users_tokens
         if note is None or item_tokens(note) >= turns_tokens:
             note, source = self.note(describe_turns(old), old), "runtime"
             if item_tokens(note) >= turns_tokens:
                 return
         self.items = [*users, note, *kept]
-        self.total = sum(map(item_tokens, self.items))
+        self.total = users_tokens + item_tokens(note) + sum(sizes[split:])
         self.image_items = [i for i, item in enumerate(self.items) if item.get("images")]
         compaction.turns_summarised, compaction.summary = turns, source
 
-    def _split(self) -> int:
+    def _split(self, sizes: list[int]) -> int:
         """Where the kept part starts: the earliest turn boundary (never between a call and its output) after which
         the newest turns fit in half the low-water mark, and at the latest the turn the model has not answered."""
         boundaries: list[int] = []
@@ -340,7 +347,7 @@ class ContextView:
             return 0
         suffix = [0] * (len(self.items) + 1)
         for index in range(len(self.items) - 1, -1, -1):
-            suffix[index] = suffix[index + 1] + item_tokens(self.items[index])
+            suffix[index] = suffix[index + 1] + sizes[index]
         budget = self.low_water // 2
         return next((b for b in boundaries if self.ratio * suffix[b] <= budget), boundaries[-1])
 
