@@ -28,7 +28,7 @@ from agentkernel.guards import TextLoopGuard  # noqa: E402
 from agentkernel.models import OpenAIChatModel  # noqa: E402
 
 PROMPT = "Write a poem about the sea."
-"""SmolLM2-135M-Instruct, greedy, writes five lines, then "A place where the soul is free," until its cap."""
+"""SmolLM2-135M-Instruct, greedy, writes a few lines of it, then repeats one ("A place ...") until its cap."""
 SYSTEM = "You are a helpful assistant."
 CAP = 1024
 

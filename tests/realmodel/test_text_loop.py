@@ -17,8 +17,8 @@ from realmodel_support import SYSTEM, assert_generation_cancelled
 pytestmark = pytest.mark.realmodel
 
 POEM_PROMPT = "Write a poem about the sea."
-"""Greedy SmolLM2-135M-Instruct writes five lines, then "A place where the soul is free," until its output cap."""
-CAP = 1024  # tokens: about 3,600 characters of the poem when nothing cuts it (93 s here)
+"""Greedy SmolLM2-135M-Instruct writes a few lines of it, then repeats one ("A place ...") until its output cap."""
+CAP = 1024  # tokens: about 3,600 characters of the poem when nothing cuts it (50-90 s here)
 
 
 @pytest.fixture(scope="module")
