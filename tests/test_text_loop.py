@@ -14,10 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kernel_client import KernelSession, agent_kernel
 
-from agentkernel import GuardConfig, ScriptedModel, run, validate_history
+from agentkernel import Call, GuardConfig, ScriptedModel, Turn, run, tool, validate_history
 from agentkernel.events import Event, TextDelta
 from agentkernel.guards import TextLoopGuard
-from agentkernel.models import Turn
 
 SENTENCE = "She loved to be brave. "
 
@@ -212,8 +211,6 @@ def test_with_the_guard_off_the_same_turn_completes_in_full():
 
 def test_each_response_is_judged_alone():
     # Nine repeats in each of two responses (with a tool round between) are not ten in one.
-    from agentkernel import Call, tool
-
     @tool
     def look() -> str:
         """Look around."""
