@@ -1,22 +1,26 @@
-"""What stops a run that is not finished: the repeated-call, no-progress and tool-failure guards.
+"""What stops a run that is not finished: the repeated-call, no-progress, tool-failure and text-loop guards.
 
 Budgets are in :mod:`agentkernel.usage`.
 
 Each guard is a small object fed one fact at a time; a call is given by its name and its normalized arguments
 (read once when the call is made: ``ToolCall.normalized``, or :func:`normalize_arguments`). Each check costs O(1)
 per call (the no-progress window is a fixed small size), so the loop's per-round overhead does not grow with the
-length of the run.
+length of the run. The text-loop guard reads a response's text as it streams, at a constant cost per character
+whatever the length of the response.
 """
 
 from __future__ import annotations
 
-from collections import deque
+import re
+from collections import Counter, deque
 from dataclasses import dataclass
+from itertools import pairwise
 
 from .endings import Trip
 from .text import normalize_arguments, short
 
-__all__ = ["FailureGuard", "GuardConfig", "NoProgressGuard", "RepeatedCallGuard", "normalize_arguments"]
+__all__ = ["FailureGuard", "GuardConfig", "NoProgressGuard", "RepeatedCallGuard", "TextLoopGuard",
+           "normalize_arguments"]
 
 
 @dataclass
@@ -31,6 +35,8 @@ class GuardConfig:
     """Stop after this many model turns in a row that are empty or identical (outputs included) to the one before."""
     max_consecutive_failures: int | None = 3
     """Stop after this many rounds in a row in which every tool call failed."""
+    text_repeats: int | None = 10
+    """Cut a response whose text repeats one chunk this many times (see :class:`TextLoopGuard`); at least 2."""
 
 
 class RepeatedCallGuard:
@@ -129,3 +135,139 @@ class FailureGuard:
         if self.failed_rounds >= self.limit:
             return Trip("tool_failure", f"every tool call failed in {self.failed_rounds} rounds in a row")
         return None
+
+
+@dataclass(slots=True)
+class _Chunk:
+    """Where one chunk of a response was seen lately: a streak, each sighting within MAX_PERIOD of the one before."""
+
+    positions: deque[int]
+    start: int
+    count: int = 1
+
+
+@dataclass
+class _Lines:
+    """Which lines of a response the text-loop guard reads: not code blocks, not table rows."""
+
+    in_code: bool = False
+    head: str = ""  # the start of the current line while it is too short to tell what it is
+    reading: bool | None = None  # is the current line read? (None: not known yet)
+
+    def prose(self, delta: str) -> str:
+        """The part of ``delta`` the guard reads; a line it skips leaves its newline."""
+        if self.reading and "\n" not in delta and "\r" not in delta:
+            return delta  # more of a line being read: the common case
+        out: list[str] = []
+        for piece in delta.splitlines(keepends=True):
+            ends = piece.endswith(("\n", "\r"))
+            if self.reading is None:
+                self.head += piece
+                start = self.head.lstrip()
+                if len(start) < 3 and not ends:
+                    continue  # "``" may be the start of a fence
+                fence = start.startswith(("```", "~~~"))
+                self.reading = not (fence or self.in_code or start.startswith("|"))
+                self.in_code ^= fence
+                piece, self.head = self.head, ""
+            if self.reading:
+                out.append(piece)
+            elif ends:
+                out.append("\n")
+            if ends:
+                self.reading = None
+        return "".join(out)
+
+
+_WORD_START = re.compile(r"(?<!\w)\w")
+_SENTENCE_START = re.compile(r"(?<=[.!?:;\n])\s*(?=\w)")
+
+
+class TextLoopGuard:
+    """Cuts a response that repeats itself: the same chunk of text coming back again and again as it streams.
+
+    Gemini CLI's content-loop check, made robust to how the text is split into deltas: a chunk is the
+    :attr:`CHUNK` characters from the start of a word; the response is cut when one chunk has been seen
+    ``repeats`` times, each within :attr:`MAX_PERIOD` characters of the one before, covering at least
+    :attr:`MIN_SPAN` characters, and the text from one sighting to the next (the period) takes at most
+    ``repeats // 2`` distinct values over the last ``repeats`` sightings. That last rule is what keeps a list
+    or a table of similar lines from tripping it: similar lines share chunks but differ somewhere in each
+    period, where a loop's periods are the same one or two over and over. Code blocks (between fences) and
+    table rows (lines starting with ``|``) are not read at all; chunks start at words, so dividers, dot leaders
+    and runs of one character never count; :attr:`MIN_SPAN` spares short repeats (``0, 0, 0, ...``).
+
+    Feed it every text delta of one response (:meth:`feed`), and :meth:`reset` it before the next response.
+    The cost is constant per character of text, and what it keeps is bounded, however long the response.
+    """
+
+    CHUNK = 50
+    MAX_PERIOD = 250
+    MIN_SPAN = 250
+
+    def __init__(self, repeats: int | None = 10):
+        if repeats == 1:
+            raise ValueError("repeats must be 0 (off) or at least 2: a chunk seen once is no repeat")
+        self.repeats = repeats or 0
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the response read so far (for the next one)."""
+        self._lines = _Lines()
+        self._text = ""  # the text read, from the absolute position _offset on (the rest is forgotten)
+        self._waiting: list[str] = []  # read but not yet looked at, self._count characters
+        self._count = 0
+        self._offset = 0
+        self._next = 0  # the first absolute position not yet looked at
+        self._chunks: dict[str, _Chunk] = {}
+        self._order: deque[tuple[int, str]] = deque()  # (position, chunk) as seen, to forget old ones
+
+    def feed(self, delta: str) -> Trip | None:
+        """Read the next text delta of the response; a :class:`Trip` (``no_progress``) when it repeats itself."""
+        if not self.repeats:
+            return None
+        prose = self._lines.prose(delta)
+        self._waiting.append(prose)
+        self._count += len(prose)
+        if self._count < self.CHUNK:  # read in batches: a delta is often a token, and the text is kept as one str
+            return None
+        self._text += "".join(self._waiting)
+        self._waiting.clear()
+        self._count = 0
+        end = self._offset + len(self._text) - self.CHUNK + 1  # a chunk needs CHUNK characters after its start
+        text, offset = self._text, self._offset
+        for match in _WORD_START.finditer(text, self._next - offset, end - offset):
+            if trip := self._sighting(match.start() + offset):
+                return trip
+        self._next = end
+        keep = self.repeats * self.MAX_PERIOD + self.CHUNK  # the text the period check may look at
+        if len(text) > 2 * keep:
+            cut = len(text) - keep
+            self._text, self._offset = text[cut:], offset + cut
+        return None
+
+    def _sighting(self, at: int) -> Trip | None:
+        chunks, order = self._chunks, self._order
+        while order and order[0][0] < at - self.MAX_PERIOD:  # a chunk unseen for MAX_PERIOD has lost its streak
+            gone, key = order.popleft()
+            if chunks[key].positions[-1] == gone:
+                del chunks[key]
+        i = at - self._offset
+        key = self._text[i:i + self.CHUNK]
+        order.append((at, key))
+        chunk = chunks.get(key)
+        if chunk is None:
+            chunks[key] = _Chunk(deque([at], maxlen=self.repeats), at)
+            return None
+        chunk.positions.append(at)
+        chunk.count += 1
+        if len(chunk.positions) < self.repeats or at + self.CHUNK - chunk.start < self.MIN_SPAN:
+            return None
+        sightings = [p - self._offset for p in chunk.positions]
+        periods = Counter(self._text[a:b] for a, b in pairwise(sightings))
+        if len(periods) > self.repeats // 2:
+            return None  # similar lines, not a loop
+        period, _ = periods.most_common(1)[0]
+        if start := _SENTENCE_START.search(period):  # show "She is. " rather than "is. She "
+            period = period[start.end():] + period[:start.end()]
+        return Trip("no_progress", f"the response repeated itself: {short(period, 70)!r} came back {chunk.count} "
+                                   "times, so it was cut (the text so far is kept)")

@@ -31,7 +31,7 @@ from .events import (
     ToolCallStarted,
     UsageUpdated,
 )
-from .guards import FailureGuard, GuardConfig, NoProgressGuard, RepeatedCallGuard
+from .guards import FailureGuard, GuardConfig, NoProgressGuard, RepeatedCallGuard, TextLoopGuard
 from .models.base import (
     ContextOverflowError,
     FunctionCallEvent,
@@ -112,6 +112,7 @@ class AgentLoop:
         self.repeats = RepeatedCallGuard(guards.repeat_limit)
         self.no_progress = NoProgressGuard(guards.stuck_window, guards.max_stale_turns)
         self.failures = FailureGuard(guards.max_consecutive_failures)
+        self.text_loop = TextLoopGuard(guards.text_repeats)
         self.stop = stop or StopSignal()
         self.on_event = on_event
         self.approve = approve
@@ -241,12 +242,15 @@ class AgentLoop:
     async def _stream(self, request: ModelRequest, text: list[str], calls: list[ToolCall], cut: list[str]) -> None:
         """Stream one request: text, calls and truncation into the lists given, usage into ``self.usage``."""
         turn = request.purpose == "turn"
+        self.text_loop.reset()
         async with contextlib.aclosing(self.model.stream(request)) as stream:  # an abort disconnects at once
             async for event in stream:
                 if isinstance(event, TextDelta):
                     text.append(event.text)
                     if self.on_event is not None and turn:  # validated for the listener; the history gets the
                         self.emit(TextDelta, valid_text(event.text))  # joined text
+                    if turn and (trip := self.text_loop.feed(event.text)):  # cut: the text so far is committed
+                        raise _Stopped(trip)
                 elif isinstance(event, FunctionCallProgress):
                     if self.on_event is not None and turn:  # the model's own event, passed on as it is
                         self.on_event(event)

@@ -165,11 +165,14 @@ class AgentMagics(Magics):
             max_seconds=options.max_seconds or None,
             max_tool_calls=options.max_tool_calls or None,
         )
+        if options.text_repeats == 1:
+            raise AgentConfigError("--text-repeats needs 0 (off) or at least 2: a chunk seen once is no repeat")
         guards = GuardConfig(
             repeat_limit=options.repeat_limit,
             stuck_window=options.stuck_window,
             max_stale_turns=options.stale_turns,
             max_consecutive_failures=options.failure_rounds,
+            text_repeats=options.text_repeats,
         )
         if options.expand:
             prompt = self.expand(prompt)

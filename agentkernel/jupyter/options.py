@@ -131,6 +131,9 @@ class AgentOptions:
                               help="stop after N model turns in a row that are empty or repeat the one before")
     failure_rounds: int = option(3, "--failure-rounds", group="guards", metavar="N",
                                  help="stop after N rounds in a row in which every tool call failed")
+    text_repeats: int = option(10, "--text-repeats", group="guards", metavar="N",
+                               help="cut a response that repeats itself (one 50-character chunk back N times, "
+                                    "code and tables aside) and stop; at least 2")
     # -- tools
     tools: list[str] = option([*FILE_TOOL_NAMES, *KERNEL_TOOL_NAMES], "--tools", group="tools", metavar="NAMES",
                               help="built-in tools (file and kernel tools) and @tool functions in the notebook, "
