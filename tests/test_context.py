@@ -273,3 +273,16 @@ def test_overflow_bodies_of_openai_llama_cpp_and_vllm_are_recognised_with_their_
             "type": "BadRequestError", "param": None, "code": 400}
     assert overflow_numbers(vllm, "") == (True, 4096, 4488)
     assert overflow_numbers({"message": "Invalid value for 'temperature'", "code": None}, "")[0] is False
+
+
+def test_a_note_counts_the_calls_an_earlier_note_replaced():
+    model = WindowModel(reading_script(120), window=5000)
+    result = run_sync("Read.", model=model, tools=[read_chunk], context_window=5000)
+    assert result.status == "complete" and result.compactions >= 3
+    last = model.requests[-1].history
+    (note,) = [item["content"] for item in last if item.get("compaction")]
+    in_view = sum(1 for item in last if item.get("type") == "function_call")
+    taken_out = len([i for i in result.history if i.get("type") == "function_call"]) - in_view
+    assert f"It held {taken_out} tool calls;" in note  # every call taken out, not only the last batch's
+    listed = note.count("\n- read_chunk(")
+    assert 0 < listed < taken_out and f"\n{taken_out - listed} earlier calls, then:\n" in note

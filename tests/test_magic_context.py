@@ -102,7 +102,9 @@ def test_a_long_run_compacts_keeps_every_output_and_shows_it(kernel: KernelSessi
 
     bar, label = context_bar(cell)
     assert bar["max"] == 4096.0 and 0 < bar["value"] <= bar["max"]
-    fill, window = re.fullmatch(r"(\d[\d,]*) / (\d[\d,]*)", label["value"]).groups()  # type: ignore[union-attr]
+    shown = re.fullmatch(r"(\d[\d,]*) / (\d[\d,]*)", label["value"])
+    assert shown, label["value"]
+    fill, window = shown.groups()
     assert window == "4,096" and min(int(fill.replace(",", "")), 4096) == round(bar["value"])
     # The panel's compaction entries: live ("⟲ context compacted ..."), or among the folded entries' titles.
     assert "context compacted (high water): " in texts(cell)
