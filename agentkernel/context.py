@@ -367,10 +367,16 @@ class ContextView:
 
     @staticmethod
     def note(text: str, old: list[Item]) -> Item:
-        calls = sum(1 for item in old if item.get("type") == "function_call")
+        calls = held_calls(old)  # an earlier note among the old turns counts the calls it replaced
         header = (f"{NOTE_HEADER} It held {calls} tool call{'s' * (calls != 1)}; the user's messages are kept "
                   "above, and tool outputs can be fetched again by calling the tool again. What it said:]")
-        return {**user_message(f"{header}\n{text}"), "compaction": True}
+        return {**user_message(f"{header}\n{text}"), "compaction": True, "calls": calls}
+
+
+def held_calls(items: list[Item]) -> int:
+    """The tool calls ``items`` stand for: their own, and those an earlier note among them replaced."""
+    return sum(1 if item.get("type") == "function_call" else item.get("calls", 0) if item.get("compaction") else 0
+               for item in items)
 
 
 def describe_turns(items: list[Item], limit: int = 20) -> str:
@@ -381,8 +387,9 @@ def describe_turns(items: list[Item], limit: int = 20) -> str:
     calls = [item for item in items if item.get("type") == "function_call"]
     outputs = {item.get("call_id"): item for item in items if item.get("type") == "function_call_output"}
     lines = []
-    if len(calls) > limit:
-        lines.append(f"{len(calls) - limit} earlier calls, then:")
+    earlier = held_calls(items) - min(len(calls), limit)  # older calls, and those an earlier note replaced
+    if earlier:
+        lines.append(f"{earlier} earlier calls, then:")
     for call in calls[-limit:]:
         output = str(outputs.get(call["call_id"], {}).get("output", ""))
         seen = "elided" if outputs.get(call["call_id"], {}).get("elided") else f"{len(output):,} characters"

@@ -292,3 +292,16 @@ def test_each_compaction_is_written_to_the_transcript_and_the_transcript_keeps_t
     assert len(compactions) == result.compactions > 0
     assert {"reason", "tokens_before", "tokens_after", "outputs_elided", "turns_summarised"} <= set(compactions[0])
     assert load_transcript(path) == result.history  # elided nowhere but in what the model was sent
+
+
+def test_a_note_counts_the_calls_an_earlier_note_replaced():
+    model = WindowModel(reading_script(120), window=5000)
+    result = run_sync("Read.", model=model, tools=[read_chunk], context_window=5000)
+    assert result.status == "complete" and result.compactions >= 3
+    last = model.requests[-1].history
+    (note,) = [item["content"] for item in last if item.get("compaction")]
+    in_view = sum(1 for item in last if item.get("type") == "function_call")
+    taken_out = len([i for i in result.history if i.get("type") == "function_call"]) - in_view
+    assert f"It held {taken_out} tool calls;" in note  # every call taken out, not only the last batch's
+    listed = note.count("\n- read_chunk(")
+    assert 0 < listed < taken_out and f"\n{taken_out - listed} earlier calls, then:\n" in note

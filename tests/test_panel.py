@@ -196,3 +196,38 @@ def test_deeply_nested_arguments_do_not_break_the_panel():
     assert result.status == "complete"
     (title,) = accordion_titles(panel)
     assert title.startswith('noop({"a": {"a":') and " · error · " in title
+
+
+@tool
+def read_chunk(n: int) -> str:
+    """Read chunk n: about 1.5 KB."""
+    return "\n".join(f"chunk {n}, line {i}: the quick brown fox jumps over the lazy dog" for i in range(24))
+
+
+def test_a_compacting_run_shows_its_context_bar_and_one_entry_per_compaction():
+    stop = StopSignal()
+    panel = Panel(Limits(max_iterations=500), stop, throttle=0.0)
+    script = [Call("read_chunk", {"n": i}) for i in range(30)] + ["Read them."]
+    result = asyncio.run(run("go", model=ScriptedModel(script), tools=[read_chunk], stop=stop, on_event=panel,
+                             context_window=4096))
+    assert result.status == "complete" and result.compactions >= 2
+
+    head, rounds, box, body = panel.widget.children  # below the budgets' bars, above the entries
+    assert box is panel.context_bar and body is panel.body and rounds.description == "rounds"
+    bar, label = box.children
+    assert isinstance(bar, widgets.FloatProgress) and bar.description == "context" and bar.max == 4096.0
+    assert panel.context is not None
+    fill, window = panel.context
+    assert window == 4096 and label.value == f"{fill:,} / 4,096" and bar.value == min(fill, 4096)
+    # One entry per compaction, live or folded, titled as the static rendering titles it.
+    live = [w.value for w in panel.body.children
+            if isinstance(w, widgets.HTML) and w.value.startswith("<i>⟲ context compacted (high water): ")]
+    assert len(live) + panel.folded_kinds["compaction"] == result.compactions
+    assert sum("context compacted (high water): " in t for t in panel.folded_titles) == panel.folded_kinds[
+        "compaction"]
+
+
+def test_no_context_bar_while_the_window_is_unknown():
+    panel, result = run_with_panel([Call("noop", {"i": i}) for i in range(3)] + ["done"], throttle=0.0)
+    assert result.status == "complete"
+    assert panel.context is None and panel.context_bar is None and len(panel.widget.children) == 2

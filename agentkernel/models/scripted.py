@@ -87,6 +87,7 @@ class ScriptedModel:
         self.delay = delay
         self.summary = summary
         self.requests = 0
+        self.numbered = -1  # the number of the last turn's call ids
 
     def next_turn(self, request: ModelRequest) -> Turn:
         index = self.requests
@@ -112,11 +113,13 @@ class ScriptedModel:
             if delay:
                 await asyncio.sleep(delay)
             yield TextDelta(word if i == 0 else " " + word)
+        # Numbered by the history's length, not by this model's request count, so a run resumed from an earlier
+        # history (often with a fresh model) never reuses that history's call ids; and never below the last
+        # number, since a compacted history is shorter than the one before it.
+        self.numbered = number = max(len(request.history), self.numbered + 1)
         for i, call in enumerate(turn.calls):
             arguments = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
-            # Numbered by the history's length, not by this model's request count, so a run resumed from an
-            # earlier history (often with a fresh model) never reuses that history's call ids.
-            call_id = call.call_id or f"call_{len(request.history)}_{i + 1}"
+            call_id = call.call_id or f"call_{number}_{i + 1}"
             if delay:  # stream like an API: the call's name first, its arguments a moment later
                 yield FunctionCallProgress(call_id, call.name, 0)
                 await asyncio.sleep(delay)
