@@ -459,9 +459,9 @@ def test_approve_for_the_run_skips_later_asks_for_that_tool_only_and_only_in_tha
         asked.append(f"{call.name} {call.arguments}")
         return Decision(True, for_run=True) if call.name == "write_file" else True
 
-    script = [Call("write_file", {"path": "a", "text": "x"}), [Call("write_file", {"path": "b", "text": "x"}),
-              Call("other", {"path": "c"})], Call("write_file", {"path": "d", "text": "x"}), Call("other", {"path": "e"}),
-              "ok"]
+    script = [Call("write_file", {"path": "a", "text": "x"}),
+              [Call("write_file", {"path": "b", "text": "x"}), Call("other", {"path": "c"})],
+              Call("write_file", {"path": "d", "text": "x"}), Call("other", {"path": "e"}), "ok"]
     result = run_sync("go", model=ScriptedModel(script), tools=[write_file, other], approve=approve)
     assert written == ["a", "b", "d"]  # every write ran, asked about once
     assert [o["output"] for o in outputs(result.history)] == ["wrote a", "wrote b", "other c", "wrote d", "other e"]

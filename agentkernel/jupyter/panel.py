@@ -373,7 +373,7 @@ class Panel:
         if self.button_style is None:
             self.button_style, self.text_style = widgets.ButtonStyle(), TextStyle()
             self.button_layout = widgets.Layout(width="auto")
-        note = widgets.Text(placeholder="Deny with a note: what to do instead (the model reads it)",
+        note = widgets.Text(placeholder="Deny with a note: what to do instead",
                             layout=self.layout, style=self.text_style)
         shared = {"layout": self.button_layout, "style": self.button_style}
         choices: list[tuple[widgets.Button, Callable[[], Decision]]] = [
