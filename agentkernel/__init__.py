@@ -21,15 +21,15 @@ from .models import (
 )
 from .result import LoopResult
 from .stop import StopSignal
-from .tools import Tool, ToolCall, ToolOutput, tool
+from .tools import Decision, Tool, ToolCall, ToolOutput, tool
 from .transcript import load_transcript
 from .usage import Limits, Usage
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "DEFAULT_SYSTEM_PROMPT", "STATUSES", "AgentLoop", "Call", "GuardConfig", "HistoryError", "Limits", "LoopResult",
-    "Model", "ModelError", "ModelRequest", "OpenAIChatModel", "OpenAIResponsesModel", "RecordingModel",
+    "DEFAULT_SYSTEM_PROMPT", "STATUSES", "AgentLoop", "Call", "Decision", "GuardConfig", "HistoryError", "Limits",
+    "LoopResult", "Model", "ModelError", "ModelRequest", "OpenAIChatModel", "OpenAIResponsesModel", "RecordingModel",
     "ReplayModel", "ScriptedModel", "Status", "StopSignal", "Tool", "ToolCall", "ToolOutput", "Turn", "Usage",
     "load_transcript", "repair_history", "run", "tool", "validate_history",
 ]

@@ -116,6 +116,7 @@ class AgentLoop:
         self.stop = stop or StopSignal()
         self.on_event = on_event
         self.approve = approve
+        self.approved_for_run: set[str] = set()  # tools the approver said yes to for the rest of this run
         self.run_id = uuid.uuid4().hex[:12]
         self.usage = Usage()
         self.rounds = 0
@@ -334,9 +335,8 @@ class AgentLoop:
         refused = calls[len(runnable):]
         self.tool_calls += len(runnable)
         try:
-            await self._race(run_round(runnable, self.tools, self.approve,
-                                       self._started,
-                                       self._finished, self._timeouts))
+            await self._race(run_round(runnable, self.tools, self.approve, self._started, self._finished,
+                                       self._timeouts, self.approved_for_run))
         except _Stopped as stopped:
             return stopped.trip
         finally:  # also when the task running the loop is cancelled: keep the outputs of the calls that finished

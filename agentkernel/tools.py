@@ -188,7 +188,24 @@ class ToolCall:
         return self.status == "error"
 
 
-Approver = Callable[[ToolCall, Tool], "bool | Awaitable[bool]"]
+@dataclass(frozen=True)
+class Decision:
+    """An approver's answer with more to it than ``True`` / ``False``.
+
+    ``Decision(approve=True, for_run=True)`` runs this call and every later call of the same tool in this run
+    unasked (never in another run: each run, each ``%%agent`` cell, asks afresh). ``Decision(approve=False,
+    note="use the parquet file instead")`` denies the call and sends the note to the model as its output, so the
+    run goes on, steered. Only ``approve is True`` approves.
+    """
+
+    approve: bool
+    for_run: bool = False
+    note: str = ""
+
+
+Verdict = bool | Decision
+Approver = Callable[[ToolCall, Tool], "Verdict | Awaitable[Verdict]"]
+"""Asked before each side-effecting call: only ``True`` or ``Decision(approve=True)`` runs it; anything else denies."""
 
 
 def parse_arguments(tool: Tool, arguments: str) -> dict[str, Any]:
@@ -290,13 +307,18 @@ async def run_call(
     approve: Approver | None,
     on_start: Callable[[ToolCall], None],
     timeouts: Timeouts | None = None,
+    approved: set[str] | None = None,
 ) -> None:
-    """Run one call and fill in its status and output (cut to the tool's limit); never raises for a tool's failure."""
+    """Run one call and fill in its status and output (cut to the tool's limit); never raises for a tool's failure.
+
+    ``approved`` holds the names of the tools approved for the rest of the run: their calls are not asked about,
+    and an approver's ``Decision(approve=True, for_run=True)`` adds to it.
+    """
     call.started = time.monotonic()
     on_start(call)
     tool = tools.get(call.name)
     try:
-        status, output = await _outcome(call, tool, tools, approve, timeouts)
+        status, output = await _outcome(call, tool, tools, approve, timeouts, approved)
         if isinstance(output, ToolOutput):
             call.images, output = output.images, output.text
         limit = tool.max_output_chars if tool else MAX_OUTPUT_CHARS
@@ -306,7 +328,8 @@ async def run_call(
 
 
 async def _outcome(
-    call: ToolCall, tool: Tool | None, tools: dict[str, Tool], approve: Approver | None, timeouts: Timeouts | None
+    call: ToolCall, tool: Tool | None, tools: dict[str, Tool], approve: Approver | None, timeouts: Timeouts | None,
+    approved: set[str] | None,
 ) -> tuple[ToolStatus, str | ToolOutput]:
     if tool is None:
         return "error", f"error: unknown tool {call.name!r}; available: {', '.join(tools)}"
@@ -314,7 +337,7 @@ async def _outcome(
         kwargs = _checked_arguments(tool, call)
     except ValueError as e:
         return "error", f"error: bad arguments for {call.name}: {e}"
-    if not tool.read_only and (denial := await _denial(call, tool, approve)):
+    if not tool.read_only and (denial := await _denial(call, tool, approve, approved)):
         return "denied", denial
     try:
         value = await invoke(tool, kwargs, timeouts)
@@ -331,8 +354,11 @@ async def _outcome(
         return "error", f"error: {_describe(e)}"
 
 
-async def _denial(call: ToolCall, tool: Tool, approve: Approver | None) -> str | None:
-    """Why a side-effecting call may not run, or None: only the bool True (or an awaitable of it) approves."""
+async def _denial(call: ToolCall, tool: Tool, approve: Approver | None, approved: set[str] | None) -> str | None:
+    """Why a side-effecting call may not run, or None: only the bool True or an approving :class:`Decision` (or an
+    awaitable of either) approves; a tool in ``approved`` is not asked about."""
+    if approved is not None and tool.name in approved:
+        return None
     why = f"denied: {call.name} has side effects and"
     if approve is None:
         return f"{why} no one is there to approve it"
@@ -342,6 +368,14 @@ async def _denial(call: ToolCall, tool: Tool, approve: Approver | None) -> str |
             verdict = await verdict
     except TOOL_FAULTS as e:
         return f"{why} the approval failed ({_describe(e)})"
+    if isinstance(verdict, Decision):
+        if verdict.approve is True:
+            if verdict.for_run and approved is not None:
+                approved.add(tool.name)
+            return None
+        if verdict.approve is False:
+            note = str(verdict.note).strip()
+            return f"denied by the user: {note}" if note else f"{why} the user denied it"
     if verdict is True:
         return None
     return f"{why} the user denied it" if verdict is False else f"{why} the approver answered {verdict!r}, not True"
@@ -360,15 +394,17 @@ async def run_round(
     on_start: Callable[[ToolCall], None],
     on_finish: Callable[[ToolCall], None],
     timeouts: Timeouts | None = None,
+    approved: set[str] | None = None,
 ) -> None:
     """Run a round's calls: read-only ones in parallel, then each side-effecting one alone, in request order.
 
     Each call's result is written into its own :class:`ToolCall`, so callers match by call_id whatever order
-    the calls finish in. ``timeouts`` (the run's) watches the tools' timeouts.
+    the calls finish in. ``timeouts`` (the run's) watches the tools' timeouts; ``approved`` (the run's) names the
+    tools approved for the rest of the run (see :func:`run_call`).
     """
 
     async def one(call: ToolCall) -> None:
-        await run_call(call, tools, approve, on_start, timeouts)
+        await run_call(call, tools, approve, on_start, timeouts, approved)
         on_finish(call)
 
     def side_effecting(call: ToolCall) -> bool:

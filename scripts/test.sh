@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the test extras (and Debian's Chromium for the browser suite) and run every check: ruff, mypy, every
-# teaching notebook through nbval (twice), the unit and kernel tests, the real-model tests and the JupyterLab +
-# Chromium suite.
+# teaching notebook through nbval (twice), nbmake and nbconvert, the unit and kernel tests (papermill jobs and the
+# wheel installed alone among them), the real-model tests and the JupyterLab / Notebook 7 + Chromium suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,4 +24,15 @@ python -m ruff check .
 python -m mypy
 # The notebooks run twice (here, then in the full run below): their saved outputs must hold run after run.
 python -m pytest -q -p no:cacheprovider --nbval notebooks
+# The course under the other runners teams use (README: "Testing your own agent notebooks in CI"). Both honour
+# raises-exception as nbval does; nbconvert writes the executed copies to a temporary directory, never over the
+# notebooks. (papermill, which fails on any error cell, runs job notebooks in tests/test_runners.py.)
+started=$SECONDS
+python -m pytest -q -p no:cacheprovider --nbmake notebooks
+echo "nbmake over the course: $((SECONDS - started)) s"
+executed="$(mktemp -d)"
+trap 'rm -rf "$executed"' EXIT
+started=$SECONDS
+python -m nbconvert --log-level=WARN --to notebook --execute --output-dir "$executed" notebooks/*.ipynb
+echo "nbconvert --execute over the course: $((SECONDS - started)) s"
 python -m pytest tests notebooks --nbval "$@"

@@ -102,6 +102,19 @@ class Cell:
         msg = self.wait_for(lambda m: button_description(m) == description, timeout)
         return msg["content"]["comm_id"]
 
+    def wait_for_widget(self, model_name: str, timeout: float = 30.0) -> str:
+        """Wait for the comm_open of an ipywidgets model (``"TextModel"``); return its comm id."""
+        msg = self.wait_for(lambda m: widget_state(m).get("_model_name") == model_name, timeout)
+        return msg["content"]["comm_id"]
+
+    def states(self, comm_id: str) -> dict[str, Any]:
+        """The state the kernel has sent for widget ``comm_id`` so far (its comm_open, then its updates)."""
+        state: dict[str, Any] = {}
+        for msg in self.of_type("comm_open", "comm_msg"):
+            if msg["content"]["comm_id"] == comm_id:
+                state.update(widget_state(msg))
+        return state
+
     # -- reading ---------------------------------------------------------------------------------------------
 
     def of_type(self, *types: str) -> list[Message]:
@@ -146,11 +159,18 @@ class Cell:
         return "\n".join(lines)
 
 
+def widget_state(msg: Message) -> dict[str, Any]:
+    """The widget state a ``comm_open`` or a ``comm_msg`` update carries (empty for other messages)."""
+    if msg["msg_type"] not in ("comm_open", "comm_msg"):
+        return {}
+    return msg["content"].get("data", {}).get("state", {})
+
+
 def button_description(msg: Message) -> str | None:
     """The description of the Button a ``comm_open`` creates, else None."""
     if msg["msg_type"] != "comm_open":
         return None
-    state = msg["content"].get("data", {}).get("state", {})
+    state = widget_state(msg)
     if state.get("_model_name") != "ButtonModel":
         return None
     return state.get("description")
@@ -227,6 +247,12 @@ class KernelSession:
                                                "data": {"method": "custom", "content": {"event": "click"}}})
         self.kc.shell_channel.send(msg)
         return time.monotonic()
+
+    def set_state(self, comm_id: str, **state: Any) -> None:
+        """Send a widget state change as a front end does when the user edits it (typing into a Text)."""
+        msg = self.kc.session.msg("comm_msg", {"comm_id": comm_id,
+                                               "data": {"method": "update", "state": state, "buffer_paths": []}})
+        self.kc.shell_channel.send(msg)
 
     def interrupt(self) -> float:
         """Interrupt the kernel as the notebook's stop button does; return the time it was sent."""

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from runtime_helpers import outputs, run_sync
 
-from agentkernel import Call, LoopResult, ModelRequest, ScriptedModel, ToolCall, Turn, tool, validate_history
+from agentkernel import Call, Decision, LoopResult, ModelRequest, ScriptedModel, ToolCall, Turn, tool, validate_history
 from agentkernel.text import normalize_arguments, pretty_arguments, short_arguments
 
 REPO = Path(__file__).resolve().parent.parent
@@ -257,11 +257,14 @@ def test_a_hung_sync_tool_does_not_keep_the_script_alive(cut_by: str):
         (1, "the approver answered 1, not True"),
         ("yes", "the approver answered 'yes', not True"),
         (None, "the approver answered None, not True"),
+        (Decision("yes", for_run=True),  # type: ignore[arg-type]
+         "the approver answered Decision(approve='yes', for_run=True, note=''), not True"),
+        (Decision(1), "the approver answered Decision(approve=1, for_run=False, note=''), not True"),
         (False, "the user denied it"),
     ],
 )
 @pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
-def test_only_the_bool_true_approves(verdict: object, because: str, use_async: bool):
+def test_only_the_bool_true_or_an_approving_decision_approves(verdict: object, because: str, use_async: bool):
     ran: list[str] = []
 
     @tool(read_only=False)

@@ -170,8 +170,8 @@ def test_approvals_stay_until_answered_then_fold_and_close_their_widgets():
     async def click_approve(call, t):
         answer = asyncio.ensure_future(panel.approve(call, t, None))
         await asyncio.sleep(0)  # the row is shown
-        shown = panel.live[-1].view  # the call's arguments above a row: the question, Approve, Deny
-        assert shown in panel.body.children and panel.live[-1].busy  # never folded while it waits
+        shown = panel.live[-1].view  # the call's arguments above two rows: question, Approve, Approve for the run;
+        assert shown in panel.body.children and panel.live[-1].busy  # Deny and its note. Never folded while it waits
         arguments, (note, approve, _) = shown.children[0], shown.children[1].children
         asked.append(arguments.value + note.value)
         approve.click()

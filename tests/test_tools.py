@@ -15,7 +15,7 @@ import pytest
 from pydantic import Field
 from runtime_helpers import calls, output_of, outputs, run_sync
 
-from agentkernel import Call, ScriptedModel, ToolCall, tool, validate_history
+from agentkernel import Call, Decision, ScriptedModel, ToolCall, tool, validate_history
 from agentkernel.events import ToolCallFinished, ToolCallStarted
 from agentkernel.tools import as_registry, parse_arguments
 
@@ -445,6 +445,73 @@ def test_side_effecting_tool_approved_or_denied_by_callback(use_async, verdict):
         assert written == ["a"] and output == "wrote a"
     else:
         assert written == [] and output == "denied: write_file has side effects and the user denied it"
+
+
+def test_approve_for_the_run_skips_later_asks_for_that_tool_only_and_only_in_that_run():
+    asked: list[str] = []
+
+    @tool(read_only=False)
+    def other(path: str) -> str:
+        """Another side effect."""
+        return f"other {path}"
+
+    def approve(call: ToolCall, t) -> Decision | bool:
+        asked.append(f"{call.name} {call.arguments}")
+        return Decision(True, for_run=True) if call.name == "write_file" else True
+
+    script = [Call("write_file", {"path": "a", "text": "x"}),
+              [Call("write_file", {"path": "b", "text": "x"}), Call("other", {"path": "c"})],
+              Call("write_file", {"path": "d", "text": "x"}), Call("other", {"path": "e"}), "ok"]
+    result = run_sync("go", model=ScriptedModel(script), tools=[write_file, other], approve=approve)
+    assert written == ["a", "b", "d"]  # every write ran, asked about once
+    assert [o["output"] for o in outputs(result.history)] == ["wrote a", "wrote b", "other c", "wrote d", "other e"]
+    assert asked == ['write_file {"path": "a", "text": "x"}', 'other {"path": "c"}', 'other {"path": "e"}']
+    # The next run (a new cell, or --continue from this history) asks again.
+    run_sync("again", model=ScriptedModel([Call("write_file", {"path": "f", "text": "x"}), "ok"]),
+             tools=[write_file, other], approve=approve, history=result.history)
+    assert asked[-1] == 'write_file {"path": "f", "text": "x"}' and len(asked) == 4
+
+
+def test_a_plain_approving_decision_approves_this_call_only():
+    asked: list[str] = []
+
+    def approve(call: ToolCall, t) -> Decision:
+        asked.append(call.arguments)
+        return Decision(True)
+
+    script = [Call("write_file", {"path": p, "text": "x"}) for p in "ab"] + ["ok"]
+    run_sync("go", model=ScriptedModel(script), tools=[write_file], approve=approve)
+    assert written == ["a", "b"] and len(asked) == 2
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_deny_with_a_note_sends_the_note_to_the_model_and_the_run_goes_on(use_async):
+    seen: list[str] = []
+
+    def model(request):
+        done = [i["output"] for i in request.history if i["type"] == "function_call_output"]
+        if not done:
+            return Call("write_file", {"path": "data.csv", "text": "x"})
+        seen.extend(done)
+        return "I will read data.parquet instead."
+
+    def deny(call, t):
+        return Decision(False, note="  use the parquet file instead\n")
+
+    async def deny_async(call, t):
+        return deny(call, t)
+
+    result = run_sync("go", model=ScriptedModel(model), tools=[write_file],
+                      approve=deny_async if use_async else deny)
+    assert written == []
+    assert seen == ["denied by the user: use the parquet file instead"]  # what the model was sent, stripped
+    assert result.status == "complete" and result.answer == "I will read data.parquet instead."
+
+
+def test_a_denial_without_a_note_reads_as_a_plain_denial():
+    result = run_sync("go", model=ScriptedModel([Call("write_file", {"path": "a", "text": "x"}), "ok"]),
+                      tools=[write_file], approve=lambda call, t: Decision(False, note="  "))
+    assert outputs(result.history)[0]["output"] == "denied: write_file has side effects and the user denied it"
 
 
 def test_read_only_tools_are_never_sent_to_the_approver():

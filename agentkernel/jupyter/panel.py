@@ -18,12 +18,13 @@ import asyncio
 import html
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
 import ipywidgets as widgets  # type: ignore[import-untyped]
 from IPython.display import Markdown
-from ipywidgets.widgets.widget_string import HTMLStyle  # type: ignore[import-untyped]
+from ipywidgets.widgets.widget_string import HTMLStyle, TextStyle  # type: ignore[import-untyped]
 
 from ..events import (
     ContextCompacted,
@@ -40,7 +41,7 @@ from ..events import (
 )
 from ..stop import StopSignal
 from ..text import cut
-from ..tools import Tool, ToolCall
+from ..tools import Decision, Tool, ToolCall
 from ..usage import Limits
 from .code_runner import Output
 from .render import HTML_OUTPUT_CHARS, arguments_html, call_title
@@ -122,7 +123,9 @@ class Panel:
         # One layout and one style for every entry's widgets: otherwise each widget opens two more models.
         self.layout = widgets.Layout()
         self.html_style = HTMLStyle()
-        self.button_style: widgets.ButtonStyle | None = None  # made for the first approval
+        self.button_style: widgets.ButtonStyle | None = None  # made for the first approval, with these two
+        self.text_style: TextStyle | None = None
+        self.button_layout: widgets.Layout | None = None
         self.live: deque[Entry] = deque()  # shown as widgets, oldest first
         self.by_call: dict[str, Entry] = {}  # live calls by call_id
         self.writing: dict[str, Entry] = {}  # calls the model is still writing, by their progress key
@@ -169,7 +172,9 @@ class Panel:
         elif isinstance(event, RunFinished):
             result = event.result
             self.state = f"{result.status}: {html.escape(result.detail)}" if result.detail else result.status
-            self.stop_button.disabled = True
+            # Disabled and grey: a red button left in the notebook would still look like it could stop something.
+            self.stop_button.disabled, self.stop_button.button_style = True, ""
+            self.stop_button.tooltip = "The run has ended"
             self.drop_unfinished_writing()
             self.flush(now=True)
             return
@@ -385,39 +390,63 @@ class Panel:
 
     # -- approval --------------------------------------------------------------------------------------------
 
-    async def approve(self, call: ToolCall, tool: Tool, timeout: float | None) -> bool:
-        """Show Approve / Deny for a side-effecting call and wait for a click (denied after ``timeout``)."""
+    async def approve(self, call: ToolCall, tool: Tool, timeout: float | None) -> Decision:
+        """Show the call's arguments with Approve, Approve <tool> for this run, and Deny (with the note typed
+        beside it, sent to the model) and wait for a click; denied after ``timeout`` or when the run is stopped."""
         loop = asyncio.get_running_loop()
-        answer: asyncio.Future[bool] = loop.create_future()
+        answer: asyncio.Future[tuple[widgets.Button, Decision]] = loop.create_future()
 
-        def decide(verdict: bool) -> None:
+        def decide(button: widgets.Button, decision: Decision) -> None:
             if not answer.done():
-                answer.set_result(verdict)
+                answer.set_result((button, decision))
 
         if self.button_style is None:
-            self.button_style = widgets.ButtonStyle()
-        approve = widgets.Button(description="Approve", button_style="success", layout=self.layout,
-                                 style=self.button_style)
-        deny = widgets.Button(description="Deny", button_style="warning", layout=self.layout, style=self.button_style)
-        # Click handlers may run on another thread (kernel subshells): hand the verdict to our loop.
-        approve.on_click(lambda _: loop.call_soon_threadsafe(decide, True))
-        deny.on_click(lambda _: loop.call_soon_threadsafe(decide, False))
-        note = widgets.HTML(f"<code>{html.escape(call.name)}</code> has side effects. Run it?", layout=self.layout,
-                            style=self.html_style)
+            self.button_style, self.text_style = widgets.ButtonStyle(), TextStyle()
+            self.button_layout = widgets.Layout(width="auto")
+        note = widgets.Text(placeholder="Deny with a note: what to do instead",
+                            layout=self.layout, style=self.text_style)
+        shared = {"layout": self.button_layout, "style": self.button_style}
+        choices: list[tuple[widgets.Button, Callable[[], Decision]]] = [
+            (widgets.Button(description="Approve", button_style="success", **shared), lambda: Decision(True)),
+            (widgets.Button(description=f"Approve {call.name} for this run", button_style="info", **shared),
+             lambda: Decision(True, for_run=True)),
+            (widgets.Button(description="Deny", button_style="warning", **shared),
+             lambda: Decision(False, note=note.value)),
+        ]
+        for button, choice in choices:
+            # Click handlers may run on another thread (kernel subshells): hand the decision to our loop.
+            button.on_click(lambda b, choice=choice: loop.call_soon_threadsafe(decide, b, choice()))
+        (approve, _), (for_run, _), (deny, _) = choices
+        question = widgets.HTML(f"<code>{html.escape(call.name)}</code> has side effects. Run it?",
+                                layout=self.layout, style=self.html_style)
         arguments = widgets.HTML(arguments_html(call.arguments), layout=self.layout, style=self.html_style)
-        row = widgets.HBox([note, approve, deny], layout=self.layout)
-        box = widgets.VBox([arguments, row], layout=self.layout)
+        rows = [widgets.HBox([question, approve, for_run], layout=self.layout),
+                widgets.HBox([deny, note], layout=self.layout)]
+        box = widgets.VBox([arguments, *rows], layout=self.layout)
         entry = self.add(Entry("approval", name=call.name, pinned=True, dirty=False, view=box,
-                               parts=[arguments, note, approve, deny, row, box]))
+                               parts=[arguments, question, approve, for_run, deny, note, *rows, box]))
         self.flush(now=True)  # a person has to see it now
+        chosen, decided = None, "denied: the run was stopped"
         try:
-            verdict = await asyncio.wait_for(answer, timeout)
+            chosen, decision = await asyncio.wait_for(answer, timeout)
+            decided = described(decision)
         except TimeoutError:
-            verdict = False
-        finally:
-            approve.disabled = deny.disabled = True
+            decision, decided = Decision(False), f"denied: no answer in {timeout:g} s"
+        finally:  # also when Stop cancels the wait: the question is closed at once
+            for button, _ in choices:
+                button.disabled = True
+                if button is not chosen:
+                    button.button_style = ""
+            note.disabled = True
             entry.pinned = False
-        decided = "approved" if verdict else "denied"
-        note.value += f" <b>{decided}</b>"
-        entry.name = f"{call.name} {decided}"
-        return verdict
+            question.value += f" <b>{html.escape(decided)}</b>"
+            entry.name = f"{call.name} {decided}"
+            self.flush(now=True)
+        return decision
+
+
+def described(decision: Decision) -> str:
+    """What the approval row says once decided."""
+    if decision.approve:
+        return "approved for the rest of this run" if decision.for_run else "approved"
+    return "denied with a note" if decision.note.strip() else "denied"

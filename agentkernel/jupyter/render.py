@@ -86,8 +86,8 @@ def call_title(call: ToolCall) -> str:
 
 
 def arguments_html(arguments: str) -> str:
-    """A call's arguments for the panel: a ``code`` argument as highlighted Python (run_python's), else indented
-    JSON."""
+    """A call's arguments for the panel: a ``code`` argument as highlighted Python (run_python's) under its line
+    count, else indented JSON."""
     try:
         value = load_arguments(arguments)
     except (ValueError, RecursionError, TypeError):  # not JSON, or nested too deeply to read: shown as given
@@ -97,7 +97,9 @@ def arguments_html(arguments: str) -> str:
         from pygments.formatters import HtmlFormatter
         from pygments.lexers import PythonLexer
 
-        code = highlight(value["code"], PythonLexer(), HtmlFormatter(noclasses=True, nobackground=True))
+        lines = len(value["code"].rstrip("\n").splitlines())
+        code = (f"<div><i>code · {lines} line{'s' * (lines != 1)}</i></div>"
+                + highlight(value["code"], PythonLexer(), HtmlFormatter(noclasses=True, nobackground=True)))
         rest = {k: v for k, v in value.items() if k != "code"}
         if not rest:
             return code

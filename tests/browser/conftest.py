@@ -1,5 +1,7 @@
 """Fixtures for the browser suite: one JupyterLab server and one Chromium for the module, one page per test.
 
+A module that sets ``FRONT_END = "notebook"`` gets a Notebook 7 server instead.
+
 The server and the browser are always stopped, also when a test or a fixture fails: each fixture ends them in a
 ``finally``. A failing test leaves a screenshot named ``FAILED-<test>.png`` in artifacts/browser/.
 """
@@ -11,7 +13,7 @@ import shutil
 from collections.abc import Callable, Iterator
 
 import pytest
-from lab import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, MEASUREMENTS, LabServer, NotebookPage, start_lab
+from lab import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, FRONT_ENDS, MEASUREMENTS, LabServer, NotebookPage, start_lab
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -31,13 +33,14 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 @pytest.fixture(scope="module")
-def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
-    pytest.importorskip("jupyterlab")
+def lab_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
+    front_end = getattr(request.module, "FRONT_END", "lab")
+    pytest.importorskip(FRONT_ENDS[front_end])
     if not (os.path.exists(CHROMIUM) or shutil.which(CHROMIUM)):
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set AGENTKERNEL_CHROMIUM)")
     root = tmp_path_factory.mktemp("lab-root")
     work = tmp_path_factory.mktemp("lab-work")
-    server = start_lab(root, work)
+    server = start_lab(root, work, front_end=front_end)
     try:
         yield server
     finally:

@@ -1,8 +1,10 @@
-"""Helpers for the browser suite: a JupyterLab server in a temporary directory, and notebooks driven in Chromium.
+"""Helpers for the browser suite: a JupyterLab (or Notebook 7) server in a temporary directory, and notebooks
+driven in Chromium.
 
 The server runs in its own process group with a token, no browser, and a kernel environment without ``CI`` (so
-side-effecting tools ask for approval). :class:`NotebookPage` opens one notebook in its own JupyterLab workspace
-and does what a person does: run cells, click buttons, read outputs, take screenshots.
+side-effecting tools ask for approval). :class:`NotebookPage` opens one notebook (in JupyterLab, in its own
+workspace) and does what a person does: run cells, click buttons, read outputs, take screenshots. Notebook 7 is
+built from JupyterLab's components, so the same page helpers work in both.
 """
 
 from __future__ import annotations
@@ -50,9 +52,15 @@ def write_notebook(path: Path, cells: list[str]) -> None:
     nbformat.write(nb, path)
 
 
+FRONT_ENDS = {"lab": "jupyterlab", "notebook": "notebook"}  # the front end's name: its module, run with -m
+APP_OPTIONS = {"lab": ["--LabApp.extension_manager=readonly", "--LabApp.expose_app_in_browser=True"],
+               "notebook": ["--JupyterNotebookApp.expose_app_in_browser=True"]}
+
+
 @dataclass
 class LabServer:
-    """A running ``jupyter lab``; :meth:`stop` ends it, its kernels and anything else in its process group."""
+    """A running ``jupyter lab`` or ``jupyter notebook``; :meth:`stop` ends it, its kernels and anything else in its
+    process group."""
 
     url: str
     token: str
@@ -60,6 +68,7 @@ class LabServer:
     process: subprocess.Popen[bytes]
     log: Path
     children: set[int] = field(default_factory=set)
+    front_end: str = "lab"
 
     def api(self, method: str, path: str) -> Any:
         request = urllib.request.Request(f"{self.url}{path}", method=method,
@@ -69,6 +78,8 @@ class LabServer:
         return json.loads(body) if body else None
 
     def page_url(self, notebook: str, workspace: str) -> str:
+        if self.front_end == "notebook":  # one notebook per page: no workspace to keep apart
+            return f"{self.url}/notebooks/{notebook}?token={self.token}"
         return f"{self.url}/lab/workspaces/{workspace}/tree/{notebook}?token={self.token}"
 
     def shut_down_kernel_of(self, notebook: str) -> None:
@@ -109,8 +120,9 @@ class LabServer:
                 pass
 
 
-def start_lab(root: Path, work: Path, *, timeout: float = 90.0) -> LabServer:
-    """Start JupyterLab on 127.0.0.1 (free port, fresh token) serving ``root``; wait until its API answers.
+def start_lab(root: Path, work: Path, *, front_end: str = "lab", timeout: float = 90.0) -> LabServer:
+    """Start JupyterLab (``front_end="notebook"``: Notebook 7) on 127.0.0.1 (free port, fresh token) serving
+    ``root``; wait until its API answers.
 
     ``work`` holds the server's log, settings, workspaces and runtime files and the kernels' transcripts, so
     nothing is read from or written to the user's own Jupyter directories.
@@ -132,29 +144,30 @@ def start_lab(root: Path, work: Path, *, timeout: float = 90.0) -> LabServer:
         PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
     )
     port, token = free_port(), secrets.token_hex(16)
-    log = work / "jupyterlab.log"
+    log = work / f"{FRONT_ENDS[front_end]}.log"
     command = [
-        sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
+        sys.executable, "-m", FRONT_ENDS[front_end], "--no-browser", "--allow-root",
         "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-        "--LabApp.extension_manager=readonly", "--LabApp.expose_app_in_browser=True",
-        "--ServerApp.terminals_enabled=False",
+        *APP_OPTIONS[front_end], "--ServerApp.terminals_enabled=False",
     ]
     with log.open("wb") as out:
         process = subprocess.Popen(command, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                    stderr=subprocess.STDOUT, start_new_session=True)
-    server = LabServer(url=f"http://127.0.0.1:{port}", token=token, root=root, process=process, log=log)
+    server = LabServer(url=f"http://127.0.0.1:{port}", token=token, root=root, process=process, log=log,
+                       front_end=front_end)
     deadline = time.monotonic() + timeout
     while True:
         if process.poll() is not None:
-            raise RuntimeError(f"jupyter lab exited with {process.returncode}:\n{server.log_tail()}")
+            raise RuntimeError(f"jupyter {front_end} exited with {process.returncode}:\n{server.log_tail()}")
         try:
             server.api("GET", "/api/status")
             return server
         except (OSError, urllib.error.URLError):
             if time.monotonic() > deadline:
                 server.stop()
-                raise RuntimeError(f"jupyter lab did not answer within {timeout:.0f} s:\n{server.log_tail()}") from None
+                raise RuntimeError(f"jupyter {front_end} did not answer within {timeout:.0f} s:\n"
+                                   f"{server.log_tail()}") from None
             time.sleep(0.2)
 
 
@@ -199,7 +212,8 @@ class Latency:
 
 
 class NotebookPage:
-    """One notebook open in Chromium, in a JupyterLab workspace of its own (so no other document is restored)."""
+    """One notebook open in Chromium: in JupyterLab in a workspace of its own (so no other document is restored), or
+    in Notebook 7."""
 
     def __init__(self, context: Any, server: LabServer, notebook: str, *, timeout: float = 60.0):
         self.server = server
@@ -212,7 +226,8 @@ class NotebookPage:
         self.page.goto(server.page_url(notebook, workspace), timeout=timeout * 1000)
         self.page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=timeout * 1000)
         self.wait_idle(timeout)
-        self.page.keyboard.press("Control+b")  # hide the file browser: more room for the panel in screenshots
+        if server.front_end == "lab":
+            self.page.keyboard.press("Control+b")  # hide the file browser: more room for the panel in screenshots
 
     # -- what was sent to the kernel --------------------------------------------------------------------------
 

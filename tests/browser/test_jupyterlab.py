@@ -1,5 +1,5 @@
 """``%%agent`` end to end in a real JupyterLab and Chromium: Stop, tool-call sections, guard errors, interrupt,
-approval.
+approval (approve for the run, deny with a note).
 
 The kernel-level tests prove the protocol with a bare kernel client; these prove what a person sees. JupyterLab 4.6
 sends widget clicks as ``comm_msg`` tagged with a kernel-subshell id, so only a real front end shows whether the
@@ -13,7 +13,9 @@ import re
 from collections.abc import Callable
 from importlib.metadata import version
 
+import flows
 import pytest
+from flows import NOTES, SETUP, start_slow_run
 from lab import MEASUREMENTS, LabServer, NotebookPage, write_notebook
 
 # Skip (not fail collection) where the browser extra is not installed.
@@ -21,29 +23,15 @@ expect = pytest.importorskip("playwright.sync_api").expect
 
 pytestmark = pytest.mark.browser
 
-SETUP = "%load_ext agentkernel\nfrom agentkernel import Call, ScriptedModel, Turn, tool\n"
-SLOW = SETUP + "slow = ScriptedModel(lambda req: Turn(text='word ' * 300, delay=0.05))  # 15 s of streaming"
-NOTES = "hello from notes.txt\n"
-
 NOTEBOOKS = {
-    "stop.ipynb": [
-        SLOW,
-        "%%agent -m slow\nTell me a long story.",
-        "from agentkernel import validate_history\n"
-        "validate_history(_agent.history)\n"
-        "print('after stop:', _agent.status)",
-    ],
-    "calls.ipynb": [
-        SETUP + "reader = ScriptedModel([Call('read_file', {'path': 'notes.txt'}), 'The notes say hello.'])",
-        "%%agent -m reader --tools read_file\nWhat do the notes say?",
-    ],
+    **flows.NOTEBOOKS,
     "guard.ipynb": [
         SETUP + "looping = ScriptedModel([Call('read_file', {'path': 'notes.txt'})] * 5)",
         "%%agent -m looping --tools read_file\nRead the notes.",
         "print('after guard:', _agent.status)",
     ],
     "interrupt.ipynb": [
-        SLOW,
+        flows.NOTEBOOKS["stop.ipynb"][0],
         "%%agent -m slow\nTell me a long story.",
         "print('after interrupt:', _agent.status)",
     ],
@@ -83,61 +71,27 @@ def notebooks(lab_server: LabServer) -> None:
     (lab_server.root / "notes.txt").write_text(NOTES)
 
 
-def start_slow_run(nb: NotebookPage) -> None:
-    """Run the setup cell and the slow ``%%agent`` cell; return once its panel streams text."""
-    nb.run_and_wait(0)
-    nb.run(1)
-    expect(nb.stop_button(1)).to_be_enabled()
-    expect(nb.status(1)).to_contain_text("running · round 1")
-    expect(nb.output(1)).to_contain_text("word word word")
-
-
 def test_stop_button_aborts_the_run_within_a_second(open_notebook: OpenNotebook) -> None:
     nb = open_notebook("stop.ipynb")
-    start_slow_run(nb)
-    nb.run(2)  # queued behind the agent cell: it must run once Stop ends the run
-    nb.shot("stop-1-running", 1)
-
-    nb.arm_timer(1, nb.stop_button(1), "aborted")
-    nb.stop_button(1).click()
-    latency = nb.latency()
-    nb.wait_done(2)
-    nb.shot("stop-2-aborted", 1)
-
+    latency = flows.stop(nb, "stop")
     MEASUREMENTS.append(f"Stop button: {latency}")
     clicks = ", ".join(f"{c['channel']} channel, subshell_id={c['subshell_id']}" for c in nb.sent_clicks)
     MEASUREMENTS.append(f"Stop click sent by JupyterLab as comm_msg on: {clicks}")
     assert nb.sent_clicks, "the page sent no widget click to the kernel"
     if JUPYTERLAB >= (4, 6):  # sends comms over kernel subshells: this run proved Stop works through one
         assert all(c["subshell_id"] for c in nb.sent_clicks), nb.sent_clicks
-    assert latency.done < 1.0, f"the cell ended {latency.done:.3f} s after the click"
-    expect(nb.status(1)).to_contain_text("aborted")
-    expect(nb.stop_button(1)).to_be_disabled()
-    expect(nb.errors(1)).to_have_count(0)  # Stop is not an error
-    expect(nb.output(2)).to_have_text(re.compile(r"after stop: aborted"))  # history valid, next cell ran
 
 
 def test_tool_call_section_expands_to_arguments_and_output(open_notebook: OpenNotebook) -> None:
-    nb = open_notebook("calls.ipynb")
-    nb.run_and_wait(0)
-    nb.run_and_wait(1)
-    expect(nb.status(1)).to_contain_text("complete")
-    expect(nb.output(1)).to_contain_text("The notes say hello.")
+    flows.expand_section(open_notebook("calls.ipynb"), "calls")
 
-    section = nb.output(1).locator(".jupyter-widget-Collapse")
-    header = section.locator(".jupyter-widget-Collapse-header")
-    contents = section.locator(".jupyter-widget-Collapse-contents")
-    expect(section).to_have_count(1)
-    expect(header).to_have_text(re.compile(r'read_file\(path="notes\.txt"\) · ok · \d+\.\d\d s'))
-    expect(contents).to_be_hidden()  # collapsed by default
-    nb.shot("calls-1-collapsed", 1)
 
-    header.click()
-    expect(contents).to_be_visible()
-    expect(contents).to_contain_text('"path": "notes.txt"')
-    expect(contents).to_contain_text(NOTES.strip())
-    expect(contents).to_contain_text("ok")
-    nb.shot("calls-2-expanded", 1)
+def test_approve_for_the_run_skips_later_asks_but_not_in_the_next_cell(open_notebook: OpenNotebook) -> None:
+    flows.approve_for_run(open_notebook("approve_for_run.ipynb"), "approve-for-run")
+
+
+def test_deny_with_a_note_reaches_the_model(open_notebook: OpenNotebook) -> None:
+    flows.deny_with_note(open_notebook("deny_with_note.ipynb"), "deny-with-note")
 
 
 def test_repeated_call_guard_ends_the_cell_with_an_error(open_notebook: OpenNotebook) -> None:
