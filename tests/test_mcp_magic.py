@@ -161,7 +161,8 @@ def test_a_server_is_reused_listed_restarted_and_stopped(kernel: KernelSession):
     assert set(processes("mcp-server-time")) == before, "a second cell started another server"
     listing = kernel.ok("%agent_mcp").stdout
     assert "time: stdio mcp-server-time · running, trusts annotations" in listing, listing
-    assert "    time__convert_time\n" in listing and "missing: stdio agentkernel-no-such-command · not started" in listing
+    assert "    time__convert_time\n" in listing
+    assert "missing: stdio agentkernel-no-such-command · not started" in listing
     restarted = kernel.ok("%agent_mcp restart time").stdout
     assert "MCP server 'time' restarted with 2 tools" in restarted
     assert set(processes("mcp-server-time")) != before
