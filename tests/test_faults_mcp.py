@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
+import signal
+import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -145,8 +149,6 @@ def test_a_server_killed_during_a_call_gives_that_call_an_error_and_restarts():
             async def kill_soon() -> None:
                 await asyncio.sleep(1.0)
                 for pid in processes(str(EVERYTHING)):
-                    import os
-                    import signal
                     os.kill(pid, signal.SIGKILL)
 
             killer = asyncio.ensure_future(kill_soon())
@@ -254,3 +256,48 @@ def test_structured_content_is_not_repeated_when_the_text_already_holds_it():
 
     [output] = outputs(asyncio.run(main()))
     assert output.count('"temperature"') == 1 and json.loads(output)["conditions"]
+
+
+# -- 5. a streamable-HTTP server ----------------------------------------------------------------------------------
+
+@pytest.fixture
+def http_everything():
+    """server-everything in its streamable-HTTP mode on a free loopback port; its URL."""
+    need(everything=True)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(["node", str(EVERYTHING), "streamableHttp"], env={**os.environ, "PORT": str(port)},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    pytest.fail("server-everything did not listen in HTTP mode")
+                time.sleep(0.1)
+        yield process, f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_a_streamable_http_server_and_its_disappearance(http_everything: tuple[subprocess.Popen[bytes], str]):
+    process, url = http_everything
+    config = {"mcpServers": {"web": {"url": url, "headers": {"X-Test": "1"}, "trustAnnotations": True}}}
+
+    async def main() -> tuple[LoopResult, LoopResult]:
+        async with connect(config, "web") as server:
+            first = await run_calls(server, [Call("web__echo", {"message": "over http"})])
+            process.kill()
+            process.wait()
+            gone = await run_calls(server, [Call("web__echo", {"message": "anyone?"})])
+            return first, gone
+
+    first, gone = asyncio.run(main())
+    assert outputs(first) == ["Echo: over http"]
+    [output] = outputs(gone)
+    assert output.startswith("error: MCPToolError: MCP server 'web'"), output

@@ -106,9 +106,11 @@ def load_config(path: str | os.PathLike[str] | None = None, *, cwd: str | os.Pat
     """Read the configuration at ``path``, else at ``$AGENTKERNEL_MCP_CONFIG``, else ``.mcp.json`` in ``cwd`` (the
     working directory); AgentConfigError when it is missing or malformed, naming the file and the entry."""
     if not path:
-        path = os.environ.get(CONFIG_ENV) or Path(cwd or os.getcwd()) / CONFIG_FILE
+        # Relative to the working directory, as the user would write it (and as a saved notebook may show it).
+        path = os.environ.get(CONFIG_ENV) or (Path(cwd) / CONFIG_FILE if cwd else Path(CONFIG_FILE))
         if not os.environ.get(CONFIG_ENV) and not Path(path).is_file():
-            raise AgentConfigError(f"no MCP configuration: there is no {CONFIG_FILE} in {Path(path).parent}; give "
+            folder = Path(path).parent.resolve()
+            raise AgentConfigError(f"no MCP configuration: there is no {CONFIG_FILE} in {folder}; give "
                                    f"--mcp-config PATH, %config AgentMagics.mcp_config, or ${CONFIG_ENV}")
     file = Path(os.path.expanduser(path))
     try:
