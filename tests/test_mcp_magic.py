@@ -162,12 +162,12 @@ def test_a_server_is_reused_listed_restarted_and_stopped(kernel: KernelSession):
     listing = kernel.ok("%agent_mcp").stdout
     assert "time: stdio mcp-server-time · running, trusts annotations" in listing, listing
     assert "    time__convert_time\n" in listing
-    assert "missing: stdio agentkernel-no-such-command · not started" in listing
+    assert "missing: stdio agentkernel-no-such-command · not running" in listing
     restarted = kernel.ok("%agent_mcp restart time").stdout
     assert "MCP server 'time' restarted with 2 tools" in restarted
     assert set(processes("mcp-server-time")) != before
     assert "MCP server 'time' stopped" in kernel.ok("%agent_mcp stop time").stdout
-    assert "time: stdio mcp-server-time · not started" in kernel.ok("%agent_mcp").stdout
+    assert "time: stdio mcp-server-time · not running" in kernel.ok("%agent_mcp").stdout
 
 
 def test_a_server_killed_mid_run_gives_an_error_output_and_starts_again(kernel: KernelSession):

@@ -125,7 +125,7 @@ class KernelServers:
             elif server is not None and server.ended:
                 state = f"ended ({server.ended}); starts again on next use"
             else:
-                state = "not started"
+                state = "not running"
             trust = ", trusts annotations" if entry.trust_annotations else ""
             lines.append(f"{name}: {entry.transport} {entry.describe()} · {state}{trust}")
             if config and name not in config.servers:
