@@ -9,6 +9,7 @@ server (exits at once, never answers); each run is the loop's own, driven by a s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -25,12 +26,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from mcp_servers import EVERYTHING, TZ_CALL, need, processes
 
-from agentkernel import Call, LoopResult, ScriptedModel, run, validate_history
+from agentkernel import Call, LoopResult, ScriptedModel, StopSignal, run, validate_history
 from agentkernel.errors import AgentConfigError
 from agentkernel.mcp import MCPServer, ServerEntry, connect, load_config, parse_config, tool_name
 from agentkernel.usage import Limits
 
 EVERYTHING_ENTRY = {"command": "node", "args": [str(EVERYTHING)], "trustAnnotations": True}
+LONG = Call("ev__trigger-long-running-operation", {"duration": 20, "steps": 20})  # 20 s unless cut
 
 
 def outputs(result: LoopResult) -> list[str]:
@@ -152,7 +154,7 @@ def test_a_server_killed_during_a_call_gives_that_call_an_error_and_restarts():
                     os.kill(pid, signal.SIGKILL)
 
             killer = asyncio.ensure_future(kill_soon())
-            cut = await run_calls(server, [Call("ev__trigger-long-running-operation", {"duration": 20, "steps": 20})])
+            cut = await run_calls(server, [LONG])
             await killer
             again = await run_calls(server, [Call("ev__echo", {"message": "back"})])
             return cut, again
@@ -185,8 +187,7 @@ def test_the_wall_clock_cuts_a_call_and_the_next_run_gets_the_server_at_once():
     async def main() -> tuple[LoopResult, float, LoopResult, float]:
         async with connect({"mcpServers": {"ev": EVERYTHING_ENTRY}}, "ev") as server:
             started = time.monotonic()
-            cut = await run_calls(server, [Call("ev__trigger-long-running-operation", {"duration": 20, "steps": 20})],
-                                  limits=Limits(max_seconds=1))
+            cut = await run_calls(server, [LONG], limits=Limits(max_seconds=1))
             cut_after = time.monotonic() - started
             started = time.monotonic()
             next_run = await run_calls(server, [Call("ev__echo", {"message": "next"})])
@@ -301,3 +302,61 @@ def test_a_streamable_http_server_and_its_disappearance(http_everything: tuple[s
     assert outputs(first) == ["Echo: over http"]
     [output] = outputs(gone)
     assert output.startswith("error: MCPToolError: MCP server 'web'"), output
+
+
+class _Spy:
+    """The session's write stream, recording the method of every message the client sends."""
+
+    def __init__(self, stream: Any, sent: list[str]):
+        self._stream, self._sent = stream, sent
+
+    async def send(self, message: Any) -> None:
+        self._sent.append(getattr(message.message, "method", "(response)"))
+        await self._stream.send(message)
+
+    async def __aenter__(self) -> _Spy:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._stream.__aexit__(*exc)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+class SpiedServer(MCPServer):
+    """The real stdio transport, its outgoing messages recorded (what the server is told cannot be seen otherwise)."""
+
+    sent: list[str]
+
+    async def _transport(self, stack: Any, log: Any) -> Any:
+        transport = await super()._transport(stack, log)
+        sent = self.sent = []
+
+        @contextlib.asynccontextmanager
+        async def spied():
+            async with transport as (read, write):
+                yield read, _Spy(write, sent)
+
+        return spied()
+
+
+def test_stop_during_a_call_tells_the_server():
+    need(everything=True)
+
+    async def main() -> tuple[LoopResult, list[str], float]:
+        server = SpiedServer("ev", ServerEntry.model_validate(EVERYTHING_ENTRY))
+        await server.start()
+        try:
+            stop = StopSignal()
+            asyncio.get_running_loop().call_later(1.0, stop.set, "stopped by the test")
+            started = time.monotonic()
+            result = await run_calls(server, [LONG], stop=stop)
+            return result, list(server.sent), time.monotonic() - started
+        finally:
+            await server.stop()
+
+    result, sent, seconds = asyncio.run(main())
+    assert result.status == "aborted" and seconds < 2
+    assert sent[-2:] == ["tools/call", "notifications/cancelled"], sent

@@ -243,6 +243,8 @@ class MCPServer:
 
     def stderr_tail(self, lines: int = STDERR_LINES) -> str:
         """The last lines the server wrote to stderr since it last started, as a clause for a message."""
+        if self.entry.command is None:  # an HTTP server's stderr is not ours to read
+            return ""
         try:
             with open(self.log_path, encoding="utf-8", errors="replace") as log:
                 log.seek(self._log_start)
