@@ -8,8 +8,7 @@ while the cell runs. So before IPython's own transforms see the cell, this one r
 
 into ``await get_ipython().magics_manager.registry['AgentMagics'].run_async('--max-iterations 5', '...')``.
 A one-line ``%agent prompt`` cell is rewritten the same way, and so is a cell holding only ``%agent_mcp ...``.
-With autoawait off nothing is rewritten and the
-magic runs in its worker-thread fallback.
+With autoawait off nothing is rewritten and the magic runs in its worker-thread fallback.
 """
 
 from __future__ import annotations

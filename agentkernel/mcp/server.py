@@ -93,7 +93,7 @@ class MCPServer:
         self._client: Any = None
         self._owner: asyncio.Task[None] | None = None
         self._stopping: asyncio.Event | None = None
-        self._lock: asyncio.Lock | None = None
+        self._lock = asyncio.Lock()  # (bound to the loop that first waits on it)
         self._log_start = 0
 
     @property
@@ -107,7 +107,7 @@ class MCPServer:
         or does not answer its handshake within ``startupTimeout`` (no process is left behind)."""
         if self.running:
             return
-        async with self._guard():
+        async with self._lock:
             if self.running:
                 return
             await self._shutdown()  # what is left of a connection that ended
@@ -115,18 +115,13 @@ class MCPServer:
 
     async def stop(self) -> None:
         """Stop the server (closing a stdio server's stdin, then terminating it); a no-op when it is not running."""
-        async with self._guard():
+        async with self._lock:
             await self._shutdown()
             self.ended = None
 
     async def restart(self) -> None:
         await self.stop()
         await self.start()
-
-    def _guard(self) -> asyncio.Lock:
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        return self._lock
 
     async def _start(self) -> None:
         try:
