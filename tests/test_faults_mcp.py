@@ -1,9 +1,9 @@
 """Fault injection for MCP servers (issue 16): whatever a server or its configuration does, the run goes on with a
 clear outcome, no process is left behind, and nothing leaks into the notebook or to the model.
 
-The configuration faults need no server. The others start real servers (``mcp-server-time`` and the reference
-``server-everything``) through :func:`agentkernel.mcp.connect`, or a few lines of Python that misbehave as a
-server (exits at once, never answers); each run is the loop's own, driven by a scripted model.
+The configuration faults need no server. The others start the reference ``server-everything`` (over stdio, and over
+streamable HTTP) through :func:`agentkernel.mcp.connect`, or a few lines of Python that misbehave as a server (exits
+at once, never answers); each run is the loop's own, driven by a scripted model.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from mcp_servers import EVERYTHING, TZ_CALL, need, processes
+from mcp_servers import EVERYTHING, need, processes
 
 from agentkernel import Call, LoopResult, ScriptedModel, StopSignal, run, validate_history
 from agentkernel.errors import AgentConfigError
@@ -215,21 +215,17 @@ def test_outputs_are_capped_and_redacted(monkeypatch: pytest.MonkeyPatch):
 
 
 def test_a_servers_stderr_goes_to_its_log_not_to_the_notebook(capfd: pytest.CaptureFixture[str]):
-    need("mcp-server-time")
+    need(everything=True)  # it writes "Starting default (STDIO) server..." to stderr as it starts
 
     async def main() -> tuple[str, LoopResult]:
-        config = {"mcpServers": {"time": {"command": "mcp-server-time", "args": ["--local-timezone", "Nowhere/City"]}}}
-        async with connect(config, "time") as server:
-            result = await run_calls(server, [Call("time__convert_time", TZ_CALL)])
+        async with connect({"mcpServers": {"ev": EVERYTHING_ENTRY}}, "ev") as server:
+            result = await run_calls(server, [Call("ev__echo", {"message": "hi"})])
             return server.log_path.read_text(), result
 
-    try:
-        log, result = asyncio.run(main())
-    except AgentConfigError as e:  # the server refuses the bad zone at start: also told, with its stderr
-        assert "Nowhere/City" in str(e)
-        log = str(e)
-    captured = capfd.readouterr()
-    assert "Nowhere/City" not in captured.err and "Nowhere/City" in log
+    log, result = asyncio.run(main())
+    assert outputs(result) == ["Echo: hi"]
+    assert "Starting default (STDIO) server" in log
+    assert "Starting default (STDIO) server" not in capfd.readouterr().err
 
 
 def test_annotations_count_only_when_the_entry_trusts_them():
