@@ -140,6 +140,22 @@ def test_tools_takes_server_names_and_server_tool_names(kernel: KernelSession):
     assert "everything__get-tiny-image" in both and all(len(name) <= 64 for name in both)
 
 
+def test_config_and_the_environment_choose_the_servers_and_the_file(kernel: KernelSession):
+    write_config(kernel.cwd / "alt.json", {"mcpServers": {"alt": {"command": "mcp-server-time"}}})
+    kernel.ok("seen = []\nm = ScriptedModel(lambda req: seen.append([t['name'] for t in req.tools]) or 'ok')")
+    kernel.ok("os.environ['AGENTKERNEL_MCP_CONFIG'] = 'alt.json'\n%config AgentMagics.mcp = ['alt']")
+    try:
+        kernel.ok("%%agent -m m --tools read_file\ngo")
+        listing = kernel.ok("%agent_mcp").stdout
+    finally:
+        kernel.ok("del os.environ['AGENTKERNEL_MCP_CONFIG']\n%config AgentMagics.mcp = []")
+    kernel.ok("%%agent -m m --tools read_file\ngo")
+    with_alt, without = kernel.value("seen")
+    assert with_alt == ["read_file", "alt__get_current_time", "alt__convert_time"] and without == ["read_file"]
+    assert listing.startswith("MCP servers in alt.json:") and "alt: stdio mcp-server-time · running" in listing
+    kernel.ok("%agent_mcp stop alt")
+
+
 def test_unknown_servers_and_tools_are_config_errors(kernel: KernelSession):
     kernel.ok("m = ScriptedModel(['done'])")
     cell = kernel.run("%%agent -m m --mcp nosuch\ngo")
