@@ -29,10 +29,10 @@ from .usage import Limits, Usage
 __version__ = "0.1.0"
 
 __all__ = [
-    "DEFAULT_SYSTEM_PROMPT", "STATUSES", "AgentConfigError", "AgentLoop", "Call", "GuardConfig", "HistoryError", "Limits", "LoopResult",
-    "Model", "ModelError", "ModelRequest", "OpenAIChatModel", "OpenAIResponsesModel", "RecordingModel",
-    "ReplayModel", "ScriptedModel", "Status", "StopSignal", "Tool", "ToolCall", "Turn", "Usage", "load_transcript",
-    "repair_history", "run", "tool", "validate_history",
+    "DEFAULT_SYSTEM_PROMPT", "STATUSES", "AgentConfigError", "AgentLoop", "Call", "GuardConfig", "HistoryError",
+    "Limits", "LoopResult", "Model", "ModelError", "ModelRequest", "OpenAIChatModel", "OpenAIResponsesModel",
+    "RecordingModel", "ReplayModel", "ScriptedModel", "Status", "StopSignal", "Tool", "ToolCall", "Turn", "Usage",
+    "load_transcript", "repair_history", "run", "tool", "validate_history",
 ]
 
 
