@@ -4,6 +4,7 @@
 """
 
 from .endings import STATUSES, Status
+from .errors import AgentConfigError
 from .guards import GuardConfig
 from .history import HistoryError, repair_history, validate_history
 from .loop import DEFAULT_SYSTEM_PROMPT, AgentLoop, run
@@ -28,9 +29,10 @@ from .usage import Limits, Usage
 __version__ = "0.1.0"
 
 __all__ = [
-    "DEFAULT_SYSTEM_PROMPT", "STATUSES", "AgentLoop", "Call", "Decision", "GuardConfig", "HistoryError", "Limits",
-    "LoopResult", "Model", "ModelError", "ModelRequest", "OpenAIChatModel", "OpenAIResponsesModel", "RecordingModel",
-    "ReplayModel", "ScriptedModel", "Status", "StopSignal", "Tool", "ToolCall", "ToolOutput", "Turn", "Usage",
+    "DEFAULT_SYSTEM_PROMPT", "STATUSES", "AgentConfigError", "AgentLoop", "Call", "Decision", "GuardConfig",
+    "HistoryError", "Limits", "LoopResult", "Model", "ModelError", "ModelRequest", "OpenAIChatModel",
+    "OpenAIResponsesModel", "RecordingModel", "ReplayModel", "ScriptedModel", "Status", "StopSignal", "Tool",
+    "ToolCall", "ToolOutput", "Turn", "Usage",
     "load_transcript", "repair_history", "run", "tool", "validate_history",
 ]
 

@@ -51,6 +51,10 @@ def _jpeg_size(raw: bytes) -> tuple[int, int] | None:
     return None
 
 
+MAX_IMAGES_PER_CALL = 4
+"""One tool call sends the model at most this many images (the context view caps a request at as many)."""
+
+
 def model_image(media_type: str, data: str, budget: int = MAX_IMAGE_BYTES) -> tuple[Image | None, str]:
     """An image (base64 ``data``) made ready for the model: itself when it fits ``budget`` bytes, else downscaled.
 

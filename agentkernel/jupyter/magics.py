@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
+from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 from IPython.display import display
 
 from ..events import Event
-from ..file_tools import file_tools
+from ..file_tools import FILE_TOOL_NAMES, file_tools
 from ..guards import GuardConfig
 from ..loop import AgentLoop
 from ..models.base import Model, accepts_images
@@ -38,16 +38,19 @@ from ..transcript import load_transcript
 from ..usage import Limits
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
 from .exits import exit_refused
-from .kernel_tools import KernelTools
+from .kernel_tools import KERNEL_TOOL_NAMES, KernelTools
+from .mcp_servers import MCP_USAGE, KernelServers, McpImages, mcp_tools
 from .options import AgentOptions, merge, option_arguments, option_traits, split_line
 from .panel import PANEL_TEXT, Panel
 from .render import RunRecord, render_html, render_text
 
 if TYPE_CHECKING:
+    from ..mcp import MCPServer
     from ..models.openai_chat import OpenAIChatModel
     from ..models.openai_responses import OpenAIResponsesModel
 
 DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"
+BUILT_IN_TOOLS = {*FILE_TOOL_NAMES, *KERNEL_TOOL_NAMES}
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 NO_MODEL = (
     "No model is configured: set OPENAI_API_KEY (and optionally AGENTKERNEL_MODEL or "
@@ -67,6 +70,7 @@ class CellRun:
     prompt: str
     out: str | None
     kernel: KernelTools
+    images: McpImages
     cells: bool = False
     interrupted: bool = False
 
@@ -76,6 +80,10 @@ class AgentMagics(Magics):
     """Run an agent loop inline in the kernel. Every option's default can be set with ``%config``."""
 
     locals().update(option_traits())  # model, api, max_iterations, ...: one traitlet per row of the options table
+
+    def __init__(self, shell: Any = None, **kwargs: Any):
+        super().__init__(shell, **kwargs)
+        self.mcp_servers = KernelServers()
 
     # -- the magic -------------------------------------------------------------------------------------------
 
@@ -90,7 +98,11 @@ class AgentMagics(Magics):
         named for it (e.g. ``RepeatedToolCall``). In a notebook the cell is awaited so that Stop works while it
         runs; with `%autoawait off` the loop runs in a worker thread and only the kernel interrupt stops it.
         """
-        run = self.prepare(line, cell, clickable=False)
+        options, prompt = self.parse(line, cell)
+        if self.mcp_servers.wanted(options, self.known_tools(options)).names:
+            raise AgentConfigError("MCP servers run on the kernel's event loop, so a cell that uses them must be "
+                                   "awaited: turn %autoawait on (the default in a notebook)")
+        run = self.prepare(options, prompt, clickable=False)
         context = contextvars.copy_context()  # so the worker thread's output lands in this cell
         done = threading.Event()
         failure: list[BaseException] = []
@@ -117,7 +129,9 @@ class AgentMagics(Magics):
 
     async def run_async(self, line: str, cell: str | None) -> None:
         """The awaited form of ``%%agent`` that the input transformer produces."""
-        run = self.prepare(line, cell)
+        options, prompt = self.parse(line, cell)
+        servers = await self.mcp_servers.start(self.mcp_servers.wanted(options, self.known_tools(options)))
+        run = self.prepare(options, prompt, servers=servers)
         ticker = asyncio.ensure_future(run.panel.tick())
         try:
             with self.interrupt_stops(run), exit_refused(self.shell):
@@ -127,6 +141,21 @@ class AgentMagics(Magics):
             if run.loop.result is not None:
                 self.publish(run, run.loop.result)
         self.finish(run)
+
+    @line_magic
+    def agent_mcp(self, line: str) -> None:
+        """List the configured MCP servers (``--mcp-config``'s file, ``$AGENTKERNEL_MCP_CONFIG`` or ``.mcp.json``),
+        whether each runs, and its tools; ``restart NAME`` and ``stop NAME`` restart or stop one.
+
+        Alone in a cell it is awaited on the kernel's event loop; elsewhere it can only list.
+        """
+        if line.split():
+            raise UsageError(f"%agent_mcp {line.strip()} must be alone in its cell (it is awaited there)\n{MCP_USAGE}")
+        print(self.mcp_servers.listing_for(self.parse("", None)[0].mcp_config))
+
+    async def agent_mcp_async(self, line: str) -> None:
+        """The awaited form of ``%agent_mcp`` that the input transformer produces."""
+        print(await self.mcp_servers.command(line.split(), self.parse("", None)[0].mcp_config))
 
     # -- preparing a run -------------------------------------------------------------------------------------
 
@@ -148,13 +177,14 @@ class AgentMagics(Magics):
             raise UsageError(f"{e}\nusage: {usage}\n(%%agent? lists the options)") from None
         return merge(args, self), (cell if cell is not None else rest).strip()
 
-    def prepare(self, line: str, cell: str | None, *, clickable: bool = True) -> CellRun:
-        """Parse the options, resolve model and tools, and show the panel; raise AgentConfigError when unusable.
+    def prepare(self, options: AgentOptions, prompt: str, *, clickable: bool = True,
+                servers: dict[str, MCPServer] | None = None) -> CellRun:
+        """Resolve model and tools (``servers``: the started MCP servers the cell names), and show the panel;
+        raise AgentConfigError when unusable.
 
         ``clickable`` is False for the worker-thread fallback: a blocking cell gets no clicks until it ends, so
         Approve / Deny could never be answered there.
         """
-        options, prompt = self.parse(line, cell)
         if not prompt and options.resume is None:
             raise UsageError("the prompt is empty: write it in the cell body below %%agent (or after %agent)")
         if options.out is not None and not options.out.isidentifier():
@@ -177,8 +207,10 @@ class AgentMagics(Magics):
         if options.expand:
             prompt = self.expand(prompt)
         model = self.resolve_model(options)
-        kernel = KernelTools(self.shell, images=accepts_images(model) if options.images is None else options.images)
-        tools = self.resolve_tools(options, kernel)
+        model_images = accepts_images(model) if options.images is None else options.images
+        kernel = KernelTools(self.shell, images=model_images)
+        images = McpImages()
+        tools = self.resolve_tools(options, kernel, mcp_tools(servers or {}, images, set(), model_images))
         history = self.previous_history(options.resume) if options.resume is not None else None
         stop = StopSignal()
         panel = Panel(limits, stop, throttle=options.stream_throttle)
@@ -191,7 +223,7 @@ class AgentMagics(Magics):
             limits=limits,
             guards=guards,
             stop=stop,
-            on_event=fan_out(panel, record, kernel),
+            on_event=fan_out(panel, record, kernel, images),
             approve=self.approver(panel, options, clickable),
             transcript=options.transcripts,
             context_window=options.context_window or None,
@@ -199,9 +231,9 @@ class AgentMagics(Magics):
         bundle = panel.widget._repr_mimebundle_()
         bundle["text/plain"] = PANEL_TEXT  # a fixed text, so saved notebooks compare equal under nbval
         display(bundle, raw=True)
-        kernel.on_displays = panel.show_displays
+        kernel.on_displays = images.on_displays = panel.show_displays
         return CellRun(loop=loop, panel=panel, record=record, prompt=prompt, out=options.out, kernel=kernel,
-                       cells=options.cells)
+                       images=images, cells=options.cells)
 
     def expand(self, prompt: str) -> str:
         """``{expression}`` and ``$name`` replaced by IPython's rules for magic lines; a prompt with a field that does
@@ -252,8 +284,17 @@ class AgentMagics(Magics):
         return cls(name or DEFAULT_OPENAI_MODEL, base_url=base_url, api_key_env=options.api_key_env or None,
                    max_output_tokens=options.max_output_tokens or None, temperature=options.temperature)
 
-    def resolve_tools(self, options: AgentOptions, kernel: KernelTools) -> list[Tool]:
+    def known_tools(self, options: AgentOptions) -> set[str]:
+        """The ``--tools`` names that are built-ins or in the notebook (the others may name MCP servers' tools)."""
+        return {name for name in options.tools if name in self.user_ns or name in BUILT_IN_TOOLS}
+
+    def resolve_tools(self, options: AgentOptions, kernel: KernelTools,
+                      servers: dict[str, list[Tool]] | None = None) -> list[Tool]:
+        """The run's tools: ``--tools`` (built-ins, the notebook's, MCP servers and their tools by name) and every
+        tool of the ``--mcp`` servers; ``servers`` holds the started MCP servers' tools by server name."""
         available = {t.name: t for t in [*file_tools(options.root or None), *kernel.tools]}
+        servers = servers or {}
+        served = {t.name: t for server_tools in servers.values() for t in server_tools}
         tools: list[Tool] = []
         for name in options.tools:
             if name in self.user_ns:
@@ -263,9 +304,16 @@ class AgentMagics(Magics):
                 tools.append(found if isinstance(found, Tool) else tool(found))
             elif name in available:
                 tools.append(available[name])
+            elif name in servers:
+                tools += [t for t in servers[name] if t not in tools]
+            elif name in served:
+                tools += [served[name]] if served[name] not in tools else []
             else:
-                raise AgentConfigError(f"unknown tool {name!r}: use a built-in ({', '.join(available)}) or the name "
-                                       "of a function or @tool in this notebook")
+                mcp = f"; MCP servers' tools: {', '.join(served)}" if served else ", an MCP server or server__tool"
+                raise AgentConfigError(f"unknown tool {name!r}: use a built-in ({', '.join(available)}), the name "
+                                       f"of a function or @tool in this notebook{mcp}")
+        for name in options.mcp:
+            tools += [t for t in servers[name] if t not in tools]
         return tools
 
     def previous_history(self, transcript: str = "") -> list[dict[str, Any]]:
@@ -341,7 +389,8 @@ class AgentMagics(Magics):
             "text/html": render_html(result, run.record),
             "text/plain": render_text(result, run.record),
         }, raw=True)
-        for image in run.kernel.images():  # run_python's figures, hidden the same way where the panel shows them
+        # run_python's figures and MCP tools' images, hidden the same way where the panel shows them
+        for image in [*run.kernel.images(), *run.images.outputs]:
             display({WIDGET_VIEW: {"version_major": 2, "version_minor": 0, "model_id": ""}, **image.data},
                     metadata=image.metadata, raw=True)
         if run.cells and result.executed_code:

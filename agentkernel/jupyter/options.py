@@ -136,8 +136,15 @@ class AgentOptions:
                                     "code and tables aside) and stop; at least 2")
     # -- tools
     tools: list[str] = option([*FILE_TOOL_NAMES, *KERNEL_TOOL_NAMES], "--tools", group="tools", metavar="NAMES",
-                              help="built-in tools (file and kernel tools) and @tool functions in the notebook, "
-                                   "comma-separated", shown="every built-in")
+                              help="built-in tools (file and kernel tools), @tool functions in the notebook, MCP "
+                                   "servers (all their tools) and server__tool names, comma-separated",
+                              shown="every built-in")
+    mcp: list[str] = option([], "--mcp", group="tools", metavar="NAMES",
+                            help="MCP servers whose tools the model gets beside --tools, comma-separated",
+                            shown="none")
+    mcp_config: str = option("", "--mcp-config", group="tools", env="AGENTKERNEL_MCP_CONFIG", metavar="PATH",
+                             help="the MCP configuration: a JSON file in the mcpServers shape of .mcp.json",
+                             shown="$AGENTKERNEL_MCP_CONFIG, else .mcp.json in the working directory")
     root: str = option("", "--root", group="tools", metavar="DIR",
                        help="the only folder the built-in file tools may read", shown="the working directory")
     allow_writes: bool = option(False, "--allow-writes", group="tools", help="run side-effecting tools without asking")

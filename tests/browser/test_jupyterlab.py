@@ -1,5 +1,5 @@
 """``%%agent`` end to end in a real JupyterLab and Chromium: Stop, tool-call sections, guard errors, interrupt,
-approval (approve for the run, deny with a note).
+approval (approve for the run, deny with a note, of an MCP server's tool).
 
 The kernel-level tests prove the protocol with a bare kernel client; these prove what a person sees. JupyterLab 4.6
 sends widget clicks as ``comm_msg`` tagged with a kernel-subshell id, so only a real front end shows whether the
@@ -9,9 +9,11 @@ screenshots of every step go to artifacts/browser/.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from importlib.metadata import version
+from pathlib import Path
 
 import flows
 import pytest
@@ -58,7 +60,15 @@ plotter = ScriptedModel([Call("run_python", {"code": PLOT}), "Plotted."])''',
         "%%agent -m plotter --tools run_python\nPlot something.",
         "print('plotted' in globals(), _agent.executed_code == [PLOT])",
     ],
+    "mcp.ipynb": [
+        SETUP + "imager = ScriptedModel([Call('everything__get-tiny-image'), 'Here is the logo.'])",
+        "%%agent -m imager --tools read_file --mcp everything\nShow me the logo.",
+        "%agent_mcp stop everything",
+    ],
 }
+
+# The reference MCP server, as tests/mcp_servers.py finds it (scripts/test.sh installs it).
+EVERYTHING = Path(__file__).parent.parent / "mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 
 OpenNotebook = Callable[[str], NotebookPage]
 JUPYTERLAB = tuple(int(part) for part in re.findall(r"\d+", version("jupyterlab"))[:2])
@@ -69,6 +79,9 @@ def notebooks(lab_server: LabServer) -> None:
     for name, cells in NOTEBOOKS.items():
         write_notebook(lab_server.root / name, cells)
     (lab_server.root / "notes.txt").write_text(NOTES)
+    # Its annotations not trusted: every call of the server asks.
+    (lab_server.root / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"everything": {"command": "node", "args": [str(EVERYTHING)]}}}))
 
 
 def test_stop_button_aborts_the_run_within_a_second(open_notebook: OpenNotebook) -> None:
@@ -191,3 +204,29 @@ def test_approve_run_python_and_see_its_figure_in_the_section(open_notebook: Ope
     expect(nb.output(1).locator("img")).to_have_count(1)
     nb.run_and_wait(2)
     expect(nb.output(2)).to_have_text(re.compile(r"True True"))
+
+
+def test_approve_an_mcp_call_and_see_its_image_in_the_section(open_notebook: OpenNotebook) -> None:
+    if not EVERYTHING.is_file():
+        pytest.fail(f"{EVERYTHING} is not installed: run scripts/test.sh")
+    nb = open_notebook("mcp.ipynb")
+    nb.run_and_wait(0)
+    nb.run(1)
+    expect(nb.button(1, "Approve")).to_be_enabled(timeout=60_000)  # the server starts first
+    expect(nb.output(1)).to_contain_text("everything__get-tiny-image has side effects. Run it?")
+    nb.shot("mcp-1-asking", 1)
+    nb.button(1, "Approve").click()
+    nb.wait_done(1)
+    expect(nb.status(1)).to_contain_text("complete")
+    section = nb.output(1).locator(".jupyter-widget-Collapse")
+    header = section.locator(".jupyter-widget-Collapse-header")
+    contents = section.locator(".jupyter-widget-Collapse-contents")
+    expect(header).to_contain_text(re.compile(r"everything__get-tiny-image\(\) · ok"))
+    header.click()
+    expect(contents).to_contain_text("[image/png 20x20 from server everything]")  # what the model read
+    image = contents.locator("img")
+    expect(image).to_have_count(1)
+    expect(image).to_be_visible()
+    nb.shot("mcp-2-image-in-section", 1)
+    nb.run_and_wait(2)
+    expect(nb.output(2)).to_contain_text("MCP server 'everything' stopped")

@@ -1,0 +1,95 @@
+"""A ``tools/call`` result as what the model reads: text parts joined, structured content as JSON text, images and
+resources as short notes (an image's data goes to the notebook, never into the text)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+RESOURCE_TEXT_CHARS = 2000
+"""Characters of an embedded text resource put into the output (the tool's max_output_chars still caps the whole)."""
+
+
+@dataclass(frozen=True)
+class Image:
+    """An image a tool returned: its MIME type, base64 data and, for PNG, its size."""
+
+    mime: str
+    data: str
+    note: str
+    """What the model reads in its place: ``[image/png 20x20 from server everything]``."""
+
+
+@dataclass
+class Outcome:
+    """A call's result: the text the model reads, whether the server marked it an error, its images."""
+
+    text: str
+    is_error: bool = False
+    images: list[Image] = field(default_factory=list)
+
+
+def outcome(result: Any, server: str) -> Outcome:
+    """Map an SDK ``CallToolResult`` to an :class:`Outcome`."""
+    parts: list[str] = []
+    images: list[Image] = []
+    texts: list[str] = []
+    for block in result.content:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            parts.append(block.text)
+            texts.append(block.text)
+        elif kind == "image":
+            image = Image(block.mime_type, block.data, image_note(block.mime_type, block.data, server))
+            images.append(image)
+            parts.append(image.note)
+        elif kind == "audio":
+            parts.append(f"[{block.mime_type} audio from server {server}, not shown]")
+        elif kind == "resource_link":
+            about = f" ({block.mime_type})" if block.mime_type else ""
+            what = f": {block.description}" if block.description else ""
+            parts.append(f"[resource link {block.name} <{block.uri}>{about}{what}]")
+        elif kind == "resource":
+            parts.append(resource_summary(block.resource))
+        else:
+            parts.append(f"[{kind or type(block).__name__} content, not shown]")
+    structured = getattr(result, "structured_content", None)
+    if structured is not None and not any(_is_json_of(text, structured) for text in texts):
+        parts.append(json.dumps(structured, ensure_ascii=False))
+    text = "\n".join(parts) if parts else "(no output)"
+    return Outcome(text, bool(getattr(result, "is_error", False)), images)
+
+
+def resource_summary(resource: Any) -> str:
+    """An embedded resource: its URI, type and size, and the start of its text (a blob only by its size)."""
+    mime = getattr(resource, "mime_type", None) or "unknown type"
+    text = getattr(resource, "text", None)
+    if text is not None:
+        shown = text if len(text) <= RESOURCE_TEXT_CHARS else text[:RESOURCE_TEXT_CHARS] + "…"
+        return f"[embedded resource {resource.uri}, {mime}, {len(text):,} characters]\n{shown}"
+    blob = getattr(resource, "blob", "") or ""
+    return f"[embedded resource {resource.uri}, {mime}, about {len(blob) * 3 // 4:,} bytes, not shown]"
+
+
+def image_note(mime: str, data: str, server: str) -> str:
+    """``[image/png 20x20 from server everything]`` (the size only for a PNG whose header can be read)."""
+    size = ""
+    if mime == "image/png":
+        try:
+            header = base64.b64decode(data[:44])  # the signature and the IHDR chunk
+            if header[:8] == b"\x89PNG\r\n\x1a\n":
+                size = " {}x{}".format(*struct.unpack(">II", header[16:24]))
+        except (binascii.Error, ValueError, struct.error):
+            pass
+    return f"[{mime}{size} from server {server}]"
+
+
+def _is_json_of(text: str, value: Any) -> bool:
+    try:
+        return bool(json.loads(text) == value)
+    except ValueError:
+        return False

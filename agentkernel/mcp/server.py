@@ -1,0 +1,345 @@
+"""One MCP server, owned by a task of its own, and its tools as ordinary :class:`~agentkernel.tools.Tool` objects.
+
+The SDK's client must be entered and exited in one task (python-sdk #79, #922): :class:`MCPServer` starts an owner
+task that enters the client, lists the tools, then waits until it is told to stop, and exits the client there.
+Calls are made from whatever task runs them (the loop's); cancelling one (Stop, ``--max-seconds``, the tool's
+timeout) makes the SDK send ``notifications/cancelled``. A stdio server's stderr goes to a log file, not to the
+notebook's ``sys.stderr`` (python-sdk #156, #1103); its tail is quoted when the server fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from pydantic import create_model
+
+from .. import __version__
+from ..errors import AgentConfigError
+from ..images import MAX_IMAGES_PER_CALL, model_image
+from ..redact import known_secrets, redact_text
+from ..schemas import Arguments
+from ..tools import Tool, ToolOutput
+from .config import MCPConfig, ServerEntry, load_config, parse_config
+from .results import Image, Outcome, outcome
+
+INSTALL_HINT = "MCP servers need the mcp package: pip install 'agentkernel[mcp]'"
+MAX_NAME = 64
+STOP_TIMEOUT = 10.0
+"""Seconds a server gets to stop (the SDK closes stdin, then terminates, then kills, within about 5 s)."""
+STDERR_LINES = 10
+
+ImagesListener = Callable[[list[Image]], None]
+
+
+class MCPToolError(Exception):
+    """A call the server answered with an error (``isError``, or a JSON-RPC error), or a server that is gone."""
+
+
+def tool_name(server: str, tool: str, taken: set[str]) -> str:
+    """``{server}__{tool}`` with characters outside ``[A-Za-z0-9_-]`` replaced by ``_``, at most 64 characters and
+    not in ``taken`` (a numbered suffix keeps it distinct); the name is added to ``taken``."""
+    base = re.sub(r"[^A-Za-z0-9_-]", "_", f"{server}__{tool}")[:MAX_NAME]
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = base[: MAX_NAME - len(f"_{n}")] + f"_{n}"
+    taken.add(name)
+    return name
+
+
+@dataclass(frozen=True)
+class _ServerChecked(Arguments):
+    """An MCP tool's arguments: any JSON object (the loop checks that much); the server checks its own schema."""
+
+    def validate(self, arguments: str) -> dict[str, Any]:
+        value = json.loads(arguments) if arguments.strip() else {}
+        assert isinstance(value, dict)
+        return value
+
+
+_ANY_OBJECT = _ServerChecked(create_model("MCPArguments"), {})
+
+
+class MCPServer:
+    """One configured server: started on :meth:`start` (or on a call), reused until :meth:`stop`.
+
+    A server whose connection ended (it crashed, or was killed) gives the call that noticed an error and is started
+    again on the next call. Use it from one event loop (the kernel's)::
+
+        server = MCPServer("time", entry)
+        await server.start()
+        result = await agentkernel.run(prompt, model=model, tools=server.tools())
+        await server.stop()
+    """
+
+    def __init__(self, name: str, entry: ServerEntry, *, log_dir: str | os.PathLike[str] | None = None):
+        self.name = name
+        self.entry = entry
+        folder = Path(log_dir) if log_dir is not None else Path(tempfile.gettempdir()) / "agentkernel-mcp"
+        self.log_path = folder / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}-{os.getpid()}.log"
+        self.listing: list[Any] = []
+        """The tools the server listed when it last started (the SDK's ``Tool`` objects)."""
+        self.ended: str | None = None
+        """Why the last connection ended, when it ended without :meth:`stop`."""
+        self._client: Any = None
+        self._owner: asyncio.Task[None] | None = None
+        self._stopping: asyncio.Event | None = None
+        self._lock = asyncio.Lock()  # (bound to the loop that first waits on it)
+        self._log_start = 0
+
+    @property
+    def running(self) -> bool:
+        return self._client is not None and self.ended is None and self._owner is not None and not self._owner.done()
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the server unless it runs; AgentConfigError naming it and its stderr's tail when it cannot start
+        or does not answer its handshake within ``startupTimeout`` (no process is left behind)."""
+        if self.running:
+            return
+        async with self._lock:
+            if self.running:
+                return
+            await self._shutdown()  # what is left of a connection that ended
+            await self._start()
+
+    async def stop(self) -> None:
+        """Stop the server (closing a stdio server's stdin, then terminating it); a no-op when it is not running."""
+        async with self._lock:
+            await self._shutdown()
+            self.ended = None
+
+    async def restart(self) -> None:
+        await self.stop()
+        await self.start()
+
+    async def _start(self) -> None:
+        try:
+            import mcp  # noqa: F401 - only to say how to install it
+        except ImportError:
+            raise AgentConfigError(INSTALL_HINT) from None
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[tuple[Any, list[Any]]] = loop.create_future()
+        self._stopping = asyncio.Event()
+        self.ended = None
+        self._owner = loop.create_task(self._own(ready, self._stopping), name=f"agentkernel MCP server {self.name}")
+        try:
+            self._client, self.listing = await asyncio.wait_for(ready, self.entry.startup_timeout)
+        except TimeoutError:
+            await self._shutdown()
+            raise AgentConfigError(f"MCP server {self.name!r} ({self.entry.describe()}) did not answer its handshake "
+                                   f"within {self.entry.startup_timeout:g} s (startupTimeout){self.stderr_tail()}"
+                                   ) from None
+        except asyncio.CancelledError:
+            await self._shutdown()
+            raise
+        except Exception as e:
+            await self._shutdown()
+            raise AgentConfigError(f"MCP server {self.name!r} ({self.entry.describe()}) could not start: "
+                                   f"{_describe(e)}{self.stderr_tail()}") from None
+
+    async def _own(self, ready: asyncio.Future[tuple[Any, list[Any]]], stopping: asyncio.Event) -> None:
+        """The owner task: enter the client, list the tools, wait to be stopped, exit the client — all here."""
+        from mcp import Client
+        from mcp_types import Implementation
+
+        try:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.log_path, "a", encoding="utf-8", errors="replace") as log:
+                log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.entry.describe()}\n")
+                log.flush()
+                self._log_start = log.tell()
+                async with contextlib.AsyncExitStack() as stack:
+                    transport = await self._transport(stack, log)
+                    client = await stack.enter_async_context(
+                        Client(transport, client_info=Implementation(name="agentkernel", version=__version__)))
+                    listing = await _all_tools(client)
+                    if ready.done():  # the start-up timed out meanwhile
+                        return
+                    ready.set_result((client, listing))
+                    await stopping.wait()
+        except asyncio.CancelledError:
+            ready.cancel()
+            raise
+        except BaseException as e:  # noqa: BLE001 - reported to the starter, or kept as why the server ended
+            if not ready.done():
+                ready.set_exception(e if isinstance(e, Exception) else RuntimeError(_describe(e)))
+            else:
+                self.ended = _describe(e)
+
+    async def _transport(self, stack: contextlib.AsyncExitStack, log: TextIO) -> Any:
+        entry = self.entry
+        if entry.command is not None:
+            from mcp.client.stdio import StdioServerParameters, stdio_client
+
+            # The SDK's minimal environment (PATH, HOME, ...) plus the entry's: never the kernel's keys.
+            parameters = StdioServerParameters(command=entry.command, args=list(entry.args), env=dict(entry.env),
+                                               cwd=entry.cwd)
+            return stdio_client(parameters, errlog=log)
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        assert entry.url is not None
+        http = await stack.enter_async_context(
+            httpx2.AsyncClient(headers=entry.headers, timeout=httpx2.Timeout(30.0, read=300.0)))
+        return streamable_http_client(entry.url, http_client=http)
+
+    async def _shutdown(self) -> None:
+        owner, started, self._owner, self._client = self._owner, self._client is not None, None, None
+        if owner is None:
+            return
+        if started and self._stopping is not None:  # the owner waits to be told: it exits the client itself
+            self._stopping.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(owner), STOP_TIMEOUT)
+        if not owner.done():  # still in its handshake, or stuck: the SDK's exit still stops the process
+            owner.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await owner
+
+    # -- calls -----------------------------------------------------------------------------------------------
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> Outcome:
+        """Call ``tool`` (its name on the server), starting the server if needed; MCPToolError when the server
+        answers with a protocol error or its connection ends."""
+        from mcp import MCPError
+        from mcp_types import CONNECTION_CLOSED
+        from pydantic import ValidationError
+
+        await self.start()
+        client = self._client
+        try:
+            result = await client.call_tool(tool, arguments)
+        except MCPError as e:
+            if e.code == CONNECTION_CLOSED:
+                self.ended = str(e) or "the connection closed"
+                raise MCPToolError(self._gone()) from None
+            raise MCPToolError(f"MCP server {self.name!r} answered with an error: {e}") from None
+        except ValidationError as e:
+            raise MCPToolError(f"MCP server {self.name!r} sent a result that is not MCP: {e}") from None
+        except OSError as e:  # an HTTP server that went away
+            self.ended = _describe(e)
+            raise MCPToolError(self._gone()) from None
+        return outcome(result, self.name)
+
+    def _gone(self) -> str:
+        return (f"MCP server {self.name!r} is gone ({self.ended}); it is started again on the next call"
+                f"{self.stderr_tail()}")
+
+    def stderr_tail(self, lines: int = STDERR_LINES) -> str:
+        """The last lines the server wrote to stderr since it last started, as a clause for a message."""
+        if self.entry.command is None:  # an HTTP server's stderr is not ours to read
+            return ""
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as log:
+                log.seek(self._log_start)
+                tail = log.read().strip().splitlines()[-lines:]
+        except OSError:
+            return ""
+        if not tail:
+            return f" (no stderr; log {self.log_path})"
+        return f"\nits stderr ({self.log_path}) ends with:\n" + "\n".join(tail)
+
+    # -- tools -----------------------------------------------------------------------------------------------
+
+    def tools(self, *, taken: set[str] | None = None, on_images: ImagesListener | None = None,
+              model_images: bool = False) -> list[Tool]:
+        """The server's tools (as it listed them when it started) as :class:`Tool` objects named
+        ``{server}__{tool}`` (see :func:`tool_name`; names in ``taken`` are avoided and the new ones added).
+
+        A tool runs without asking only if the entry has ``"trustAnnotations": true`` and the tool is annotated
+        ``readOnlyHint: true``; every other call asks for approval. ``on_images(images)`` receives each call's
+        images, in the task that runs the call. With ``model_images`` the images are also sent to the model (at
+        most :data:`~agentkernel.images.MAX_IMAGES_PER_CALL` a call, each within the byte budget), as ``run_python``
+        sends its figures; otherwise the model reads only their notes.
+        """
+        taken = set() if taken is None else taken
+        return [self._tool(listed, tool_name(self.name, listed.name, taken), on_images, model_images)
+                for listed in self.listing]
+
+    def _tool(self, listed: Any, name: str, on_images: ImagesListener | None, model_images: bool) -> Tool:
+        hints = listed.annotations
+        read_only = self.entry.trust_annotations and hints is not None and hints.read_only_hint is True
+        schema = dict(listed.input_schema or {})
+        schema.setdefault("type", "object")
+        schema.setdefault("properties", {})
+
+        async def call(**arguments: Any) -> str | ToolOutput:
+            result = await self.call(listed.name, arguments)
+            if result.images and on_images is not None:
+                on_images(result.images)
+            if result.is_error:
+                raise MCPToolError(redact_text(result.text, known_secrets()))
+            if not (model_images and result.images):
+                return redact_text(result.text, known_secrets())
+            text, sent = result.text, []
+            for index, image in enumerate(result.images):
+                if index == MAX_IMAGES_PER_CALL:
+                    ready, note = None, f"not sent to the model: one call sends at most {MAX_IMAGES_PER_CALL} images"
+                else:  # a large image is downscaled, which takes a while: not on the event loop
+                    ready, note = await asyncio.to_thread(model_image, image.mime, image.data)
+                text = text.replace(image.note, f"{image.note[:-1]}, {note}]", 1)
+                if ready is not None:
+                    sent.append(ready)
+            text = redact_text(text, known_secrets())
+            return ToolOutput(text, sent) if sent else text
+
+        call.__name__ = call.__qualname__ = name
+        description = listed.description or listed.title or f"the tool {listed.name} of MCP server {self.name}"
+        return Tool(name=name, description=description, parameters=schema, fn=call, read_only=read_only,
+                    timeout=self.entry.timeout, arguments_model=_ANY_OBJECT)
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "not running"
+        return f"<MCPServer {self.name} ({self.entry.transport}: {self.entry.describe()}) {state}>"
+
+
+@contextlib.asynccontextmanager
+async def connect(config: MCPConfig | dict[str, Any] | str | os.PathLike[str], name: str, *,
+                  log_dir: str | os.PathLike[str] | None = None) -> AsyncIterator[MCPServer]:
+    """Start server ``name`` of ``config`` (an :class:`MCPConfig`, its JSON as a dict, or a file path) for the
+    block, and stop it after::
+
+        async with agentkernel.mcp.connect(".mcp.json", "git") as server:
+            result = await agentkernel.run(prompt, model=model, tools=[*server.tools()])
+    """
+    if isinstance(config, dict):
+        config = parse_config(config)
+    elif not isinstance(config, MCPConfig):
+        config = load_config(config)
+    server = MCPServer(name, config.entry(name), log_dir=log_dir)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+async def _all_tools(client: Any) -> list[Any]:
+    tools: list[Any] = []
+    cursor = None
+    for _ in range(100):  # a paginator that never ends cannot hang the start
+        page = await client.list_tools(cursor=cursor)
+        tools += page.tools
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tools
+
+
+def _describe(error: BaseException) -> str:
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:  # anyio's task groups wrap what failed
+        error = error.exceptions[0]
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
