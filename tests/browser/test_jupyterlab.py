@@ -223,7 +223,8 @@ def test_approve_an_mcp_call_and_see_its_image_in_the_section(open_notebook: Ope
     contents = section.locator(".jupyter-widget-Collapse-contents")
     expect(header).to_contain_text(re.compile(r"everything__get-tiny-image\(\) · ok"))
     header.click()
-    expect(contents).to_contain_text("[image/png 20x20 from server everything]")  # what the model read
+    # What the model read beside the image itself (a scripted model takes images).
+    expect(contents).to_contain_text("[image/png 20x20 from server everything, sent to the model as an image]")
     image = contents.locator("img")
     expect(image).to_have_count(1)
     expect(image).to_be_visible()
