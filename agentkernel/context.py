@@ -146,6 +146,7 @@ class ContextView:
         self.ratio = 1.0  # the server's token count / the view's estimate, from the last report
         self.base: int | None = None  # input tokens reported for the last request, and the view's size then
         self.base_total = 0
+        self.sent_total = 0  # the view's size when the last request was sent
         self.compactions = 0
         self.floor = 0  # after a compaction that could not reach the low-water mark: do not compact again at once
         for item in history:
@@ -174,15 +175,14 @@ class ContextView:
 
     def sent(self) -> None:
         """A request carrying the view as it is now was sent (its reported input tokens come next)."""
-        self._sent_total = self.total
+        self.sent_total = self.total
 
     def observe(self, input_tokens: int) -> None:
         """The server reported ``input_tokens`` for the request last :meth:`sent`."""
         if input_tokens <= 0:
             return
-        sent_total = getattr(self, "_sent_total", self.total)
-        self.base, self.base_total = input_tokens, sent_total
-        self.ratio = min(max(input_tokens / max(self.fixed + sent_total, 1), 0.25), 4.0)
+        self.base, self.base_total = input_tokens, self.sent_total
+        self.ratio = _ratio(input_tokens, self.fixed + self.sent_total)
 
     # -- the fill and the marks -------------------------------------------------------------------------------
 
@@ -219,7 +219,7 @@ class ContextView:
         """A server refused a request as too long, saying its window and/or the request's size (either may be
         unknown): take the window, and correct the estimates by the server's own count."""
         if prompt_tokens:
-            self.ratio = min(max(prompt_tokens / max(self.fixed + self.total, 1), 0.25), 4.0)
+            self.ratio = _ratio(prompt_tokens, self.fixed + self.total)
         if window:
             self.window = window
         else:  # no window given: it is below what was refused; assume 80% of that (the next refusal lowers it)
@@ -377,6 +377,11 @@ def held_calls(items: list[Item]) -> int:
     """The tool calls ``items`` stand for: their own, and those an earlier note among them replaced."""
     return sum(1 if item.get("type") == "function_call" else item.get("calls", 0) if item.get("compaction") else 0
                for item in items)
+
+
+def _ratio(counted: int, estimated: int) -> float:
+    """A server's count over the view's estimate, within 1/4 and 4 (one odd report must not derail the view)."""
+    return min(max(counted / max(estimated, 1), 0.25), 4.0)
 
 
 def describe_turns(items: list[Item], limit: int = 20) -> str:
