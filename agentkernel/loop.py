@@ -230,8 +230,12 @@ class AgentLoop:
 
     @property
     def system_prompt(self) -> str:
-        """The system prompt as sent: a run that can compact tells the model how (see ``CONTEXT_FRAME``)."""
-        if self.context.window is None and not self.compactions:
+        """The system prompt as sent: once the view has been compacted, it tells the model how (``CONTEXT_FRAME``).
+
+        Not before: a run that never compacts sends the system prompt it was given, so its prompt (and a server's
+        cache of it, and a recorded cassette) is what it would be without a window.
+        """
+        if not self.compactions:
             return self.system
         return f"{self.system}\n\n{CONTEXT_FRAME}" if self.system else CONTEXT_FRAME
 

@@ -7,11 +7,11 @@ import asyncio
 import contextlib
 import json
 import os
+import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-import httpx
 import openai
 
 from ..context import overflow_numbers
@@ -208,22 +208,21 @@ class OpenAIModelBase:
         return self._discovered[0]
 
     async def _ask_window(self) -> int | None:
-        if self.is_openai_api:
+        if self.is_openai_api or not self.base_url.startswith(("http://", "https://")):
             return None
         root = self.base_url.removesuffix("/v1")
-        async with httpx.AsyncClient(timeout=2.0) as client:
-            props = await _get_json(client, f"{root}/props")  # llama.cpp
-            settings = props.get("default_generation_settings")
-            if isinstance(settings, dict) and _positive(settings.get("n_ctx")):
-                return settings["n_ctx"]
-            models = await _get_json(client, f"{self.base_url}/models")  # vLLM's max_model_len, llama.cpp's meta
-            cards = [card for card in models.get("data") or [] if isinstance(card, dict)]
-            ours = [card for card in cards if card.get("id") == self.model] or cards[:1] * (len(cards) == 1)
-            for card in ours:
-                meta = card["meta"] if isinstance(card.get("meta"), dict) else {}
-                for value in (card.get("max_model_len"), meta.get("n_ctx")):
-                    if _positive(value):
-                        return value
+        props = await asyncio.to_thread(_get_json, f"{root}/props")  # llama.cpp
+        settings = props.get("default_generation_settings")
+        if isinstance(settings, dict) and _positive(settings.get("n_ctx")):
+            return settings["n_ctx"]
+        models = await asyncio.to_thread(_get_json, f"{self.base_url}/models")  # vLLM, llama.cpp's meta
+        cards = [card for card in models.get("data") or [] if isinstance(card, dict)]
+        ours = [card for card in cards if card.get("id") == self.model] or cards[:1] * (len(cards) == 1)
+        for card in ours:
+            meta = card["meta"] if isinstance(card.get("meta"), dict) else {}
+            for value in (card.get("max_model_len"), meta.get("n_ctx")):
+                if _positive(value):
+                    return value
         return None
 
     def _describe(self, error: openai.OpenAIError) -> str:
@@ -312,13 +311,15 @@ def _was_retried(response: Any) -> bool:
     return response.status_code in RETRIED_STATUSES or response.status_code >= 500
 
 
-async def _get_json(client: httpx.AsyncClient, url: str) -> dict[str, Any]:
-    """A GET answered with a JSON object, else ``{}`` (a server without that endpoint, or none at all)."""
+def _get_json(url: str, timeout: float = 2.0) -> dict[str, Any]:
+    """A GET answered with a JSON object, else ``{}`` (a server without that endpoint, or none at all). Sends no key:
+    these endpoints need none."""
     try:
-        answer = (await client.get(url)).json()
-    except (httpx.HTTPError, ValueError):
+        with urllib.request.urlopen(url, timeout=timeout) as answer:
+            value = json.load(answer)
+    except (OSError, ValueError):  # URLError and HTTPError are OSErrors
         return {}
-    return answer if isinstance(answer, dict) else {}
+    return value if isinstance(value, dict) else {}
 
 
 def _positive(value: Any) -> bool:

@@ -28,6 +28,14 @@ class TextDelta:
     text: str
 
 
+def text_delta(value: object) -> TextDelta:
+    """A streamed piece of text as the SDK parsed it; a ``TypeError`` (a stream event the adapter cannot read) when it
+    is not text, raised inside the adapter so the stream's fault handling names it."""
+    if not isinstance(value, str):
+        raise TypeError(f"a text delta is a {type(value).__name__}, not text")
+    return TextDelta(value)
+
+
 @dataclass
 class FunctionCallEvent:
     """A complete function call requested by the model."""

@@ -21,9 +21,9 @@ from .base import (
     ModelError,
     ModelEvent,
     ModelRequest,
-    TextDelta,
     Truncation,
     UsageEvent,
+    text_delta,
 )
 
 
@@ -151,7 +151,7 @@ class OpenAIChatModel(OpenAIModelBase):
                 for choice in chunk.choices or []:
                     delta = choice.delta
                     if delta is not None and delta.content:
-                        yield TextDelta(delta.content)
+                        yield text_delta(delta.content)
                     grown = {_add_piece(calls, piece) for piece in (delta.tool_calls if delta else None) or []}
                     for call in (calls[index] for index in sorted(grown)):
                         if call.name:

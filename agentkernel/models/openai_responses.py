@@ -30,9 +30,9 @@ from .base import (
     ModelError,
     ModelEvent,
     ModelRequest,
-    TextDelta,
     Truncation,
     UsageEvent,
+    text_delta,
 )
 
 _ITEM_KEYS = {
@@ -92,7 +92,7 @@ class OpenAIResponsesModel(OpenAIModelBase):
         async with self._api_stream(opening) as events:
             async for event in events:
                 if isinstance(event, ResponseTextDeltaEvent):
-                    yield TextDelta(event.delta)
+                    yield text_delta(event.delta)
                 elif isinstance(event, ResponseFunctionCallArgumentsDeltaEvent):
                     if (call := writing.get(event.item_id)) is not None:
                         call.arguments += event.delta

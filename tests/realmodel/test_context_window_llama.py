@@ -1,5 +1,8 @@
 """The context window against llama.cpp's server (n_ctx 4096) and SmolLM2: long histories compact, not fail.
 
+Each test has a server of its own: the session's server's prompt cache is left as the other realmodel tests expect it
+(the tiny model's greedy output depends on what the cache holds).
+
 Without compaction, a history of 8 rounds of ~1.5 KB tool outputs makes the server refuse the first request
 ("request (5532 tokens) exceeds the available context size (4096 tokens)") and the run ends ``fatal_error``.
 """
@@ -53,11 +56,11 @@ def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelSession]:
 
 
 def test_continue_from_a_20_round_transcript_answers_instead_of_failing(kernel: KernelSession,
-                                                                        idle_llama: LlamaServer, tmp_path: Path):
+                                                                        own_llama: LlamaServer, tmp_path: Path):
     path = transcript_of(20, tmp_path / "long.jsonl")
     sizes = [len(json.dumps(line)) for line in path.read_text().splitlines()]
     assert sum(sizes) > 30_000  # far more than 4,096 tokens
-    cell = kernel.run(f'%%agent --api chat --base-url {idle_llama.api_url} -m {MODEL_NAME} --tools read_log '
+    cell = kernel.run(f'%%agent --api chat --base-url {own_llama.api_url} -m {MODEL_NAME} --tools read_log '
                       f'--system "{SYSTEM}" --continue {path} --max-output-tokens 48 --max-seconds {RUN - 60}\n'
                       "In one sentence: what did you read?", timeout=RUN)
     print(kernel.value("_agent.summary"), kernel.value("_agent.compactions"), kernel.value("_agent.usage.requests"))
@@ -69,7 +72,7 @@ def test_continue_from_a_20_round_transcript_answers_instead_of_failing(kernel: 
     assert kernel.value("bool(_agent.answer and _agent.answer.strip())") is True
 
 
-def test_a_run_whose_history_outgrows_the_window_keeps_going(idle_llama: LlamaServer):
+def test_a_run_whose_history_outgrows_the_window_keeps_going(own_llama: LlamaServer):
     @tool
     def secret_word() -> str:
         """Return the secret word."""
@@ -77,7 +80,7 @@ def test_a_run_whose_history_outgrows_the_window_keeps_going(idle_llama: LlamaSe
 
     script = [Call("read_log", {"n": i}) for i in range(4)] + ["I read the log."]
     earlier = asyncio.run(run("Read the log.", model=ScriptedModel(script), tools=[read_log]))
-    model = OpenAIChatModel(MODEL_NAME, base_url=idle_llama.api_url, max_output_tokens=48)
+    model = OpenAIChatModel(MODEL_NAME, base_url=own_llama.api_url, max_output_tokens=48)
     assert asyncio.run(model.discover_context_window()) == CONTEXT  # from llama.cpp's /props
     result = asyncio.run(run(CALL_PROMPT, model=model, tools=[read_log, secret_word], system=SYSTEM,
                              history=earlier.history, limits=Limits(max_seconds=RUN - 60, max_iterations=6)))
