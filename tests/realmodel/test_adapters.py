@@ -14,12 +14,15 @@ import pytest
 from llama_server import MODEL_NAME, LlamaServer
 from realmodel_support import CALL_PROMPT, RAMBLE_PROMPT, SECRET, SYSTEM, assert_generation_cancelled, secret_word_tool
 
-from agentkernel import Limits, LoopResult, StopSignal, run, validate_history
+from agentkernel import GuardConfig, Limits, LoopResult, StopSignal, run, validate_history
 from agentkernel.events import Event, ToolCallStarted
 from agentkernel.models import OpenAIChatModel, OpenAIResponsesModel
 from agentkernel.models.base import FunctionCallProgress, TextDelta
 
 pytestmark = pytest.mark.realmodel
+
+NO_TEXT_LOOP = GuardConfig(text_repeats=0)
+"""The ramble repeats itself, which the text-loop guard would cut first; these runs are about Stop and the caps."""
 
 
 def calls_and_outputs(result: LoopResult) -> list[tuple[str, str]]:
@@ -63,7 +66,7 @@ def test_stop_during_generation_cancels_it_on_the_server(idle_llama: LlamaServer
 
     model = OpenAIChatModel(MODEL_NAME, base_url=idle_llama.api_url)
     result = asyncio.run(run(RAMBLE_PROMPT, model=model, tools=[secret_word_tool()], system=SYSTEM, stop=stop,
-                             on_event=on_event, limits=Limits(max_seconds=240)))
+                             guards=NO_TEXT_LOOP, on_event=on_event, limits=Limits(max_seconds=240)))
     returned = time.monotonic() - seen["stopped_at"]
     assert seen["busy"] is True
     assert result.status == "aborted", result.summary
@@ -90,7 +93,7 @@ def test_an_output_cap_ends_a_chat_run_truncated(idle_llama: LlamaServer):
     """``max_output_tokens`` reaches the server, which stops there and says why (``length``): ``truncated``."""
     model = OpenAIChatModel(MODEL_NAME, base_url=idle_llama.api_url, max_output_tokens=5)
     result = asyncio.run(run(RAMBLE_PROMPT, model=model, tools=[secret_word_tool()], system=SYSTEM,
-                             limits=Limits(max_seconds=120)))
+                             guards=NO_TEXT_LOOP, limits=Limits(max_seconds=120)))
     print(result.summary)
     assert result.status == "truncated", result.summary
     assert "(length)" in result.detail
@@ -104,7 +107,8 @@ def test_an_output_cap_reaches_the_responses_endpoint(idle_llama: LlamaServer):
     (status ``completed``, no ``incomplete_details``), not ``response.incomplete``, so the run cannot tell it was
     cut short. Only the cap is asserted here."""
     model = OpenAIResponsesModel(MODEL_NAME, base_url=idle_llama.api_url, max_output_tokens=5)
-    result = asyncio.run(run(RAMBLE_PROMPT, model=model, system=SYSTEM, limits=Limits(max_seconds=120)))
+    result = asyncio.run(run(RAMBLE_PROMPT, model=model, system=SYSTEM, guards=NO_TEXT_LOOP,
+                             limits=Limits(max_seconds=120)))
     print(result.summary)
     assert result.status in ("complete", "truncated"), result.summary
     assert 0 < result.usage.output_tokens <= 5

@@ -18,6 +18,10 @@ from realmodel_support import CALL_PROMPT, RAMBLE_PROMPT, SECRET, SECRET_WORD_TO
 
 pytestmark = pytest.mark.realmodel
 
+NO_TEXT_LOOP = "--text-repeats 0"
+"""The ramble repeats itself ("SELF-SELF-..."), which the text-loop guard cuts at once (tests/realmodel/
+test_text_loop_llama.py); these tests are about Stop, the wall clock and the output cap, so it is off here."""
+
 RUN = 300  # seconds a cell may take on a busy two-core machine (the runs here take 3-20 s)
 
 CHECKS = """\
@@ -65,7 +69,7 @@ def test_agent_cell_with_a_real_tool_call(kernel: KernelSession, idle_llama: Lla
 
 
 def test_stop_button_cancels_the_generation_on_the_server(kernel: KernelSession, idle_llama: LlamaServer):
-    cell = kernel.submit(agent_cell(idle_llama, RAMBLE_PROMPT, "--max-seconds 240"))
+    cell = kernel.submit(agent_cell(idle_llama, RAMBLE_PROMPT, "--max-seconds 240 " + NO_TEXT_LOOP))
     stop = cell.wait_for_button("Stop", timeout=60)
     deadline = time.monotonic() + RUN
     while idle_llama.decoded() < 5:  # the model is writing (the prompt has been read)
@@ -85,7 +89,7 @@ def test_stop_button_cancels_the_generation_on_the_server(kernel: KernelSession,
 
 def test_max_seconds_ends_a_long_generation(kernel: KernelSession, idle_llama: LlamaServer):
     started = time.monotonic()
-    cell = kernel.run(agent_cell(idle_llama, RAMBLE_PROMPT, "--max-seconds 8"), timeout=RUN)
+    cell = kernel.run(agent_cell(idle_llama, RAMBLE_PROMPT, "--max-seconds 8 " + NO_TEXT_LOOP), timeout=RUN)
     took = time.monotonic() - started
     print(f"--max-seconds 8: the cell took {took:.1f} s")
     assert took < 20
@@ -126,7 +130,7 @@ def test_responses_api_text_answer(kernel: KernelSession, idle_llama: LlamaServe
 
 
 def test_max_output_tokens_ends_the_cell_truncated(kernel: KernelSession, idle_llama: LlamaServer):
-    cell = kernel.run(agent_cell(idle_llama, RAMBLE_PROMPT, "--max-seconds 120 --max-output-tokens 5"),
+    cell = kernel.run(agent_cell(idle_llama, RAMBLE_PROMPT, "--max-seconds 120 --max-output-tokens 5 " + NO_TEXT_LOOP),
                       timeout=RUN)
     (error,) = cell.errors
     assert error["ename"] == "Truncated" and error["evalue"].startswith("TRUNCATED"), cell.describe()

