@@ -92,7 +92,6 @@ class Compaction:
     """Why it ran: ``high water`` (the fill passed the mark) or ``overflow`` (the server refused a request)."""
     tokens_before: int
     tokens_after: int
-    outputs_elided: int = 0
     images_dropped: int = 0
     turns_summarised: int = 0
     summary: str = ""
@@ -102,9 +101,14 @@ class Compaction:
     elided: list[str] = field(default_factory=list, repr=False)
     """call_ids of the outputs elided by this compaction."""
 
+    @property
+    def outputs_elided(self) -> int:
+        return len(self.elided)
+
     def record(self) -> dict[str, Any]:
-        """What a transcript keeps of it."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k != "elided"}
+        """What a transcript keeps of it: the counts, not the call ids."""
+        fields = {k: v for k, v in dataclasses.asdict(self).items() if k != "elided"}
+        return {**fields, "outputs_elided": self.outputs_elided}
 
     @property
     def title(self) -> str:
@@ -147,7 +151,6 @@ class ContextView:
         self.base: int | None = None  # input tokens reported for the last request, and the view's size then
         self.base_total = 0
         self.sent_total = 0  # the view's size when the last request was sent
-        self.compactions = 0
         self.floor = 0  # after a compaction that could not reach the low-water mark: do not compact again at once
         for item in history:
             self.append(item)
@@ -239,10 +242,8 @@ class ContextView:
         unanswered = self._unanswered_from()
         compaction.images_dropped = self._drop_images([i for i in self.image_items if i < unanswered])
         compaction.elided = self._elide_outputs()
-        compaction.outputs_elided = len(compaction.elided)
         if self.fill > SUMMARY_WATER * self.usable:
             await self._summarise(summarize, compaction, sent)
-        self.compactions += 1
         compaction.tokens_after = after = self.fill
         compaction.fits = after <= self.usable
         # A compaction that left the fill high is not repeated each round (nothing new could be cut): wait until

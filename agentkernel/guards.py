@@ -60,7 +60,6 @@ class RepeatedCallGuard:
             )
         return None
 
-
     def forgive(self, name: str, normalized: str, output: str) -> None:
         """Compaction took this output out of the model's view: the next call like it is a legitimate re-read, not a
         repeat. Once per signature, so a model that keeps re-reading what compaction removes still trips."""

@@ -187,17 +187,17 @@ class OpenAIModelBase:
     def _model_error(self, error: openai.OpenAIError) -> ModelError:
         """Describe an SDK error (raised after the SDK's own retries) for the user, never including a key; a
         request refused as too long for the model's window is a :class:`ContextOverflowError`."""
-        message = self._redact(self._describe(error))
+        message = self._describe(error)
         if isinstance(error, openai.APIError) and not isinstance(error, openai.APIConnectionError):
-            return self.overflow_error(error.body, error.message, message) or ModelError(message)
-        return ModelError(message)
+            return self.api_error(message, error.body, error.message)
+        return ModelError(self._redact(message))
 
-    def overflow_error(self, body: Any, text: str, message: str) -> ContextOverflowError | None:
-        """A :class:`ContextOverflowError` with the numbers the server gave, if ``body``/``text`` say the request was
-        too long for the context window (else ``None``)."""
+    def api_error(self, message: str, body: Any, text: str = "") -> ModelError:
+        """The key-free error for an API's refusal: a :class:`ContextOverflowError`, with the numbers the server
+        gave, when ``body`` (or the server's ``text``) says the request was too long for the window."""
         overflow, window, prompt_tokens = overflow_numbers(body, text)
         if not overflow:
-            return None
+            return ModelError(self._redact(message))
         return ContextOverflowError(self._redact(message), window=window, prompt_tokens=prompt_tokens)
 
     async def discover_context_window(self) -> int | None:

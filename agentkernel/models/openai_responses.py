@@ -119,12 +119,10 @@ class OpenAIResponsesModel(OpenAIModelBase):
                     error = event.response.error
                     text = error.message if error else "no details"
                     message = f"the model API reported a failed response: {text}"
-                    body = {"code": error.code, "message": text} if error else {}
-                    raise self.overflow_error(body, text, message) or ModelError(self._redact(message))
+                    raise self.api_error(message, {"code": error.code, "message": text} if error else {})
                 elif isinstance(event, ResponseErrorEvent):
-                    message = f"the model API reported an error: {event.message}"
-                    raise self.overflow_error({"code": event.code, "message": event.message}, event.message,
-                                              message) or ModelError(self._redact(message))
+                    raise self.api_error(f"the model API reported an error: {event.message}",
+                                         {"code": event.code, "message": event.message})
         if not ended:
             raise ModelError(f"the stream from the model API at {self.base_url} ended before the response "
                              "was complete (the connection was cut?)")
