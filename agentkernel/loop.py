@@ -104,6 +104,8 @@ class AgentLoop:
             read_only=lambda name: name not in self.tools or self.tools[name].read_only,
         )
         self.compactions: list[Compaction] = []
+        # Whether the model's input tokens are a count of the request (a scripted model's are not), read once.
+        self.reports_prompt = not getattr(model, "estimates_usage", False)
         self.overflows = 0  # requests refused as too long since the last one that was answered
         self.signatures: dict[str, tuple[str, str, str]] = {}  # each call's repeated-call signature, by call_id
         self.call_ids = {item["call_id"] for item in self.history if item.get("type") == "function_call"}
@@ -265,7 +267,7 @@ class AgentLoop:
                 elif isinstance(event, UsageEvent):
                     self.usage.input_tokens += event.input_tokens
                     self.usage.output_tokens += event.output_tokens
-                    if turn and not getattr(self.model, "estimates_usage", False):
+                    if turn and self.reports_prompt:
                         self.context.observe(event.input_tokens)
                     self.emit(UsageUpdated, self.usage)
                 elif isinstance(event, Truncation):
