@@ -269,6 +269,8 @@ def agent_kernel(root: Path, files: Mapping[str, str] | None = None) -> Iterator
         def session(tmp_path_factory):
             with agent_kernel(tmp_path_factory.mktemp("name")) as ks:
                 yield ks
+
+    (or, when each test starts from the same setup code, :func:`kernel_fixtures`).
     """
     cwd = root / "cwd"
     cwd.mkdir()
@@ -280,3 +282,24 @@ def agent_kernel(root: Path, files: Mapping[str, str] | None = None) -> Iterator
         yield ks
     finally:
         ks.shutdown()
+
+
+def kernel_fixtures(name: str, setup: str) -> tuple[Any, Any]:
+    """The two fixtures of a kernel test module: ``session``, one :func:`agent_kernel` for the module, and
+    ``kernel``, that kernel after ``setup`` has run again (before each test)::
+
+        session, kernel = kernel_fixtures("panel_kernel", SETUP)
+    """
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelSession]:
+        with agent_kernel(tmp_path_factory.mktemp(name)) as ks:
+            yield ks
+
+    @pytest.fixture
+    def kernel(session: KernelSession) -> KernelSession:
+        session.ok(setup)
+        return session
+
+    return session, kernel

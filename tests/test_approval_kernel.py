@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import json
 
-import pytest
-from kernel_client import KernelSession, Message, agent_kernel, button_description
+from kernel_client import KernelSession, Message, button_description, kernel_fixtures
 
 STOP_BOUND = 0.5  # seconds from the Stop click to the cell going idle (measured ~0.01-0.05 s)
 
@@ -47,16 +46,7 @@ thrice, writer = ScriptedModel(_thrice), ScriptedModel(_writer)
 """
 
 
-@pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory):
-    with agent_kernel(tmp_path_factory.mktemp("approval_kernel")) as ks:
-        yield ks
-
-
-@pytest.fixture
-def kernel(session: KernelSession) -> KernelSession:
-    session.ok(SETUP)
-    return session
+session, kernel = kernel_fixtures("approval_kernel", SETUP)
 
 
 def shown(cell, text: str) -> bool:

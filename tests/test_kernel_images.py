@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from kernel_client import Cell, KernelSession, agent_kernel
+from kernel_client import Cell, KernelSession, kernel_fixtures
 from openai_server import Reply, ScriptedServer, chat_events, responses_events
 
 from agentkernel.images import MAX_IMAGE_BYTES
@@ -42,16 +42,7 @@ PILImage.fromarray(np.random.default_rng(0).integers(0, 255, (1200, 1600, 3), dt
 display(Image(data=buffer.getvalue()))"""
 
 
-@pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory):
-    with agent_kernel(tmp_path_factory.mktemp("kernel_images")) as ks:
-        yield ks
-
-
-@pytest.fixture
-def kernel(session: KernelSession) -> KernelSession:
-    session.ok(RESET)
-    return session
+session, kernel = kernel_fixtures("kernel_images", RESET)
 
 
 def run_plot(kernel: KernelSession, options: str, code: str = PLOT, api: str = "responses") -> tuple[list[dict], Cell]:

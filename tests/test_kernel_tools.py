@@ -12,7 +12,7 @@ import json
 import time
 
 import pytest
-from kernel_client import Cell, KernelSession, agent_kernel
+from kernel_client import Cell, KernelSession, kernel_fixtures
 
 pytest.importorskip("pandas")
 pytest.importorskip("matplotlib")
@@ -64,16 +64,7 @@ def scale(x: float, factor: float = 2.0) -> float:
 """
 
 
-@pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory):
-    with agent_kernel(tmp_path_factory.mktemp("kernel_tools")) as ks:
-        yield ks
-
-
-@pytest.fixture
-def kernel(session: KernelSession) -> KernelSession:
-    session.ok(RESET)
-    return session
+session, kernel = kernel_fixtures("kernel_tools", RESET)
 
 
 def agent(kernel: KernelSession, calls: list[tuple[str, dict]], options: str = "", prompt: str = "go",

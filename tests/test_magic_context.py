@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 import pytest
-from kernel_client import Cell, KernelSession, agent_kernel
+from kernel_client import Cell, KernelSession, kernel_fixtures
 
 SETUP = """\
 %reset -f
@@ -37,16 +37,7 @@ model = ScriptedModel(reader)
 LONG_RUN = "%%agent -m model --tools read_chunk{options}\nRead chunks 0 to 59."
 
 
-@pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory):
-    with agent_kernel(tmp_path_factory.mktemp("magic_context")) as ks:
-        yield ks
-
-
-@pytest.fixture
-def kernel(session: KernelSession) -> KernelSession:
-    session.ok(SETUP)
-    return session
+session, kernel = kernel_fixtures("magic_context", SETUP)
 
 
 def widget_states(cell: Cell) -> dict[str, dict[str, Any]]:

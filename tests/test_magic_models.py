@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-from kernel_client import KernelSession, agent_kernel
+from kernel_client import KernelSession, kernel_fixtures
 from openai_server import TEST_KEY, Reply, ScriptedServer, chat_events, responses_events
 
 RESET = """\
@@ -24,16 +23,7 @@ del _name
 """
 
 
-@pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory):
-    with agent_kernel(tmp_path_factory.mktemp("magic_models")) as ks:
-        yield ks
-
-
-@pytest.fixture
-def kernel(session: KernelSession) -> KernelSession:
-    session.ok(RESET)
-    return session
+session, kernel = kernel_fixtures("magic_models", RESET)
 
 
 def notebook_text(cell) -> str:

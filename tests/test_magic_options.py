@@ -10,7 +10,7 @@ import argparse
 from types import SimpleNamespace
 
 import pytest
-from kernel_client import KernelSession, agent_kernel
+from kernel_client import KernelSession, kernel_fixtures
 from test_magic_kernel import RESET
 
 from agentkernel.file_tools import FILE_TOOL_NAMES
@@ -72,16 +72,7 @@ def test_merge_order_command_line_then_config_then_environment(monkeypatch: pyte
 # -- in a kernel -------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory):
-    with agent_kernel(tmp_path_factory.mktemp("magic_options")) as ks:
-        yield ks
-
-
-@pytest.fixture
-def kernel(session: KernelSession) -> KernelSession:
-    session.ok(RESET)
-    return session
+session, kernel = kernel_fixtures("magic_options", RESET)
 
 
 @pytest.mark.parametrize("code", ["%%agent?", "%agent?"])

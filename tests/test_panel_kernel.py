@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 import re
 
-import pytest
-from kernel_client import KernelSession, Message, agent_kernel
+from kernel_client import KernelSession, Message, kernel_fixtures
 
 from agentkernel.jupyter.panel import LIVE_ENTRIES
 
@@ -39,16 +38,7 @@ async def tick(i: int) -> str:
 """
 
 
-@pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory):
-    with agent_kernel(tmp_path_factory.mktemp("panel_kernel")) as ks:
-        yield ks
-
-
-@pytest.fixture
-def kernel(session: KernelSession) -> KernelSession:
-    session.ok(SETUP)
-    return session
+session, kernel = kernel_fixtures("panel_kernel", SETUP)
 
 
 def data(msg: Message) -> str:
