@@ -1,40 +1,48 @@
 """agentkernel: a bounded agent loop that runs inline in a Jupyter kernel.
 
 ``%load_ext agentkernel`` registers the ``%%agent`` magic; the loop itself (:func:`run`) has no Jupyter in it.
+The names below are imported when first used (as IPython does for its own), so ``import agentkernel`` and
+``%load_ext agentkernel`` load no model SDK: ``openai`` comes with the first OpenAI model, ``mcp`` with the first
+server.
 """
 
-from .endings import STATUSES, Status
-from .errors import AgentConfigError
-from .guards import GuardConfig
-from .history import HistoryError, repair_history, validate_history
-from .loop import DEFAULT_SYSTEM_PROMPT, AgentLoop, run
-from .models import (
-    Call,
-    Model,
-    ModelError,
-    ModelRequest,
-    OpenAIChatModel,
-    OpenAIResponsesModel,
-    RecordingModel,
-    ReplayModel,
-    ScriptedModel,
-    Turn,
-)
-from .result import LoopResult
-from .stop import StopSignal
-from .tools import Decision, Tool, ToolCall, ToolOutput, tool
-from .transcript import load_transcript
-from .usage import Limits, Usage
+from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib
+from typing import Any
 
-__all__ = [
-    "DEFAULT_SYSTEM_PROMPT", "STATUSES", "AgentConfigError", "AgentLoop", "Call", "Decision", "GuardConfig",
-    "HistoryError", "Limits", "LoopResult", "Model", "ModelError", "ModelRequest", "OpenAIChatModel",
-    "OpenAIResponsesModel", "RecordingModel", "ReplayModel", "ScriptedModel", "Status", "StopSignal", "Tool",
-    "ToolCall", "ToolOutput", "Turn", "Usage",
-    "load_transcript", "repair_history", "run", "tool", "validate_history",
-]
+from ._version import __version__
+
+_HOMES = {
+    ".endings": ("STATUSES", "Status"),
+    ".errors": ("AgentConfigError",),
+    ".guards": ("GuardConfig",),
+    ".loop": ("DEFAULT_SYSTEM_PROMPT", "AgentLoop", "run"),
+    ".models": ("Call", "Model", "ModelError", "ModelRequest", "OpenAIChatModel", "OpenAIResponsesModel",
+                "RecordingModel", "ReplayModel", "ScriptedModel", "Turn"),
+    ".record.history": ("HistoryError", "repair_history", "validate_history"),
+    ".record.transcript": ("load_transcript",),
+    ".result": ("LoopResult",),
+    ".stop": ("StopSignal",),
+    ".tools": ("Decision", "Tool", "ToolCall", "ToolOutput", "tool"),
+    ".usage": ("Limits", "Usage"),
+}
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+
+__all__ = sorted(_HOME_OF) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentkernel' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # looked up once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOME_OF})
 
 
 def load_ipython_extension(ipython):  # noqa: ANN001 - IPython's own signature

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .context import Compaction
 from .models.base import FunctionCallProgress, TextDelta
+from .record.context import Compaction
 from .result import LoopResult
 from .tools import ToolCall
 from .usage import Usage

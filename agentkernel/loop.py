@@ -16,8 +16,6 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from . import history as h
-from .context import CONTEXT_FRAME, Compaction, ContextView, estimate
 from .endings import Trip
 from .events import (
     ContextCompacted,
@@ -43,12 +41,14 @@ from .models.base import (
     Truncation,
     UsageEvent,
 )
+from .record import history as h
+from .record.context import CONTEXT_FRAME, Compaction, ContextView, estimate
+from .record.transcript import Transcript, transcript_dir
 from .result import LoopResult
 from .stop import StopSignal
 from .text import valid_text
-from .timeouts import Timeouts
 from .tools import Approver, Tool, ToolCall, ToolStatus, as_registry, run_round
-from .transcript import Transcript, transcript_dir
+from .tools.timeouts import Timeouts
 from .usage import Limits, Usage
 
 DEFAULT_SYSTEM_PROMPT = """\

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .endings import Status
-from .history import Item
+from .record.history import Item
 from .text import short
 from .usage import Usage
 

@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from agentkernel import Call, ModelRequest, ScriptedModel, run, tool
-from agentkernel.context import describe_turns
 from agentkernel.models.base import ModelEvent, UsageEvent
 from agentkernel.models.openai_chat import chat_messages, chat_tools
+from agentkernel.record.context import describe_turns
 
 ROOT = Path(__file__).resolve().parents[1]
 CHUNK_CHARS = 1500

@@ -2,8 +2,8 @@
 
 Not a test: run ``python benchmarks/images.py`` (needs matplotlib and numpy, from the test extra). For matplotlib
 figures at the usual sizes and a photo-like image (noise, which PNG cannot compress) it prints the PNG's size, what
-:func:`agentkernel.images.model_image` sends within :data:`~agentkernel.images.MAX_IMAGE_BYTES`, and the time it
-took (best of 3; the budget check alone for images that fit, downscaling for the others).
+:func:`agentkernel.record.images.model_image` sends within :data:`~agentkernel.record.images.MAX_IMAGE_BYTES`, and
+the time it took (best of 3; the budget check alone for images that fit, downscaling for the others).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from agentkernel.images import MAX_IMAGE_BYTES, model_image  # noqa: E402
+from agentkernel.record.images import MAX_IMAGE_BYTES, model_image  # noqa: E402
 
 
 def figure_png(inches: tuple[float, float], dpi: int) -> bytes:

@@ -13,7 +13,7 @@ import time
 
 from IPython.core.interactiveshell import InteractiveShell
 
-from agentkernel.jupyter.code_runner import CodeRunner
+from agentkernel.jupyter.kernel.code_runner import CodeRunner
 
 CASES = {
     "x = 1": "x = 1",

@@ -14,9 +14,9 @@ import statistics
 import time
 from pathlib import Path
 
-from agentkernel.file_tools import MAX_FILE_BYTES, MAX_MATCH_LINE_CHARS, MAX_MATCHES, PathPolicy
-from agentkernel.text_files import scan
-from agentkernel.text_search import search_files
+from agentkernel.tools.file_reading import scan
+from agentkernel.tools.file_search import search_files
+from agentkernel.tools.files import MAX_FILE_BYTES, MAX_MATCH_LINE_CHARS, MAX_MATCHES, PathPolicy
 
 REPO = Path(__file__).resolve().parent.parent
 RUNS = 7

@@ -9,4 +9,4 @@ python -m pip install -q --disable-pip-version-check -e '.[lab]'
 if [ "${1:-}" = "--lab" ]; then
     exec python -m jupyter lab notebooks/
 fi
-python -m agentkernel.jupyter.demo "${1:-notebooks/01_no_round_cap.ipynb}"
+python scripts/demo.py "${1:-notebooks/01_no_round_cap.ipynb}"

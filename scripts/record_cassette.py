@@ -29,9 +29,9 @@ from pathlib import Path
 import llama_server
 
 from agentkernel import Limits, run, validate_history
-from agentkernel.file_tools import file_tools
 from agentkernel.models.cassette import RecordingModel
 from agentkernel.models.openai_chat import OpenAIChatModel
+from agentkernel.tools.files import file_tools
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"

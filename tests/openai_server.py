@@ -343,7 +343,7 @@ class Measured:
 
     def problems(self) -> list[str]:
         """How the history the request carries breaks the call/output invariant (empty when it holds)."""
-        from agentkernel.history import history_problems
+        from agentkernel.record.history import history_problems
 
         return history_problems(self.items())
 

@@ -14,10 +14,11 @@ from typing import Any
 from runtime_helpers import outputs, run_sync
 
 from agentkernel import Call, GuardConfig, Limits, ModelRequest, ScriptedModel, tool, validate_history
-from agentkernel.context import NOTE_HEADER, ContextView, item_tokens, overflow_numbers
 from agentkernel.events import ContextCompacted, ContextUpdated
-from agentkernel.history import function_call, function_call_output, user_message
 from agentkernel.models.base import ContextOverflowError, ModelEvent, UsageEvent
+from agentkernel.models.overflow import overflow_numbers
+from agentkernel.record.context import NOTE_HEADER, ContextView, item_tokens
+from agentkernel.record.history import function_call, function_call_output, user_message
 
 
 def chunk_text(n: int) -> str:

@@ -16,7 +16,7 @@ from runtime_helpers import outputs, run_sync
 from test_context import chunk_text, read_chunk
 
 from agentkernel import OpenAIChatModel, OpenAIResponsesModel, validate_history
-from agentkernel.context import SUMMARY_INSTRUCTION
+from agentkernel.record.context import SUMMARY_INSTRUCTION
 
 
 def last_text(body: dict[str, Any]) -> str:

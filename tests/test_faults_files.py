@@ -22,9 +22,9 @@ from runtime_helpers import outputs
 from test_file_tools import call, tools_for
 
 from agentkernel import Call, Limits, ScriptedModel, StopSignal, run, validate_history
-from agentkernel import file_tools as file_tools_module
-from agentkernel.file_tools import MAX_OUTPUT_CHARS, PACKAGE_DIR, PathPolicy, file_tools
+from agentkernel.tools import files as file_tools_module
 from agentkernel.tools import invoke
+from agentkernel.tools.files import MAX_OUTPUT_CHARS, PACKAGE_DIR, PathPolicy, file_tools
 
 # (a+)+$ backtracks exponentially over a line of a's that does not end the way it wants: 25 of them held the GIL
 # (and so the event loop) for about 10 s before the fix.
@@ -132,7 +132,7 @@ def test_a_pattern_that_breaks_the_compiler_is_searched_literally(project: Path)
 # keeps the test quick, and the memory held no longer depends on the size.
 HUGE_LINE_READER = textwrap.dedent("""
     import resource, sys
-    from agentkernel.file_tools import PathPolicy
+    from agentkernel.tools.files import PathPolicy
     resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
     policy = PathPolicy(sys.argv[1])
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

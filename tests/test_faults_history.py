@@ -33,9 +33,9 @@ from agentkernel import (
     validate_history,
 )
 from agentkernel.events import Event, MessageDone, TextDelta, ToolCallFinished, ToolCallStarted
-from agentkernel.history import MISSING_OUTPUT
 from agentkernel.jupyter.render import RunRecord, render_html, render_text
 from agentkernel.models import OpenAIChatModel
+from agentkernel.record.history import MISSING_OUTPUT
 
 LONE = "\ud800"
 """A lone surrogate: a str can hold it, UTF-8 cannot encode it."""

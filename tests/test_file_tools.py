@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentkernel
-from agentkernel import file_tools as file_tools_module
-from agentkernel.file_tools import FILE_TOOL_NAMES, MAX_OUTPUT_CHARS, PACKAGE_DIR, PathPolicy, file_tools
 from agentkernel.tools import Tool, invoke
+from agentkernel.tools import files as file_tools_module
+from agentkernel.tools.files import FILE_TOOL_NAMES, MAX_OUTPUT_CHARS, PACKAGE_DIR, PathPolicy, file_tools
 
 
 @pytest.fixture
@@ -292,16 +292,16 @@ def test_small_and_empty_files_come_back_whole(project: Path) -> None:
 
 def test_reads_its_own_source_from_any_root(project: Path) -> None:
     source = Path(file_tools_module.__file__).read_text()
-    lines = call(project, "read_file", path="agentkernel/file_tools.py").splitlines()
+    lines = call(project, "read_file", path="agentkernel/tools/files.py").splitlines()
     if lines[-1].startswith("[lines 1-"):  # the module outgrew the output cap: a first page and a note
         lines.pop()
     assert len(lines) > 100 and lines == source.splitlines()[: len(lines)]
-    first_page = call(project, "read_file", path="agentkernel/file_tools.py", limit=3)
+    first_page = call(project, "read_file", path="agentkernel/tools/files.py", limit=3)
     assert first_page.splitlines()[:3] == source.splitlines()[:3]
-    assert "file_tools.py" in call(project, "list_dir", path="agentkernel").splitlines()
+    assert "tools/" in call(project, "list_dir", path="agentkernel").splitlines()
     assert "models/" in call(project, "list_dir", path="agentkernel/").splitlines()
     hits = call(project, "search_text", pattern="^class PathPolicy", path="agentkernel")
-    assert hits.startswith("agentkernel/file_tools.py:") and str(Path(file_tools_module.__file__).parent) not in hits
+    assert hits.startswith("agentkernel/tools/files.py:") and str(Path(file_tools_module.__file__).parent) not in hits
 
 
 def test_self_inspection_reads_the_whole_module_in_pages(project: Path) -> None:
@@ -309,7 +309,7 @@ def test_self_inspection_reads_the_whole_module_in_pages(project: Path) -> None:
     pages: list[str] = []
     offset = 1
     while offset <= len(source):
-        out = call(project, "read_file", path="agentkernel/file_tools.py", offset=offset, limit=100)
+        out = call(project, "read_file", path="agentkernel/tools/files.py", offset=offset, limit=100)
         pages += out.splitlines()[:-1]
         offset += 100
     assert pages == source
@@ -342,7 +342,7 @@ def test_self_inspection_is_only_for_relative_agentkernel_paths(project: Path) -
 def test_the_roots_own_agentkernel_folder_wins(project: Path) -> None:
     (project / "agentkernel").mkdir()
     (project / "agentkernel" / "file_tools.py").write_text("# the project's own file\n")
-    assert call(project, "read_file", path="agentkernel/file_tools.py") == "# the project's own file"
+    assert call(project, "read_file", path="agentkernel/tools/files.py") == "# the project's own file"
     assert call(project, "list_dir", path="agentkernel") == "file_tools.py"
 
 
@@ -350,7 +350,7 @@ def test_a_root_agentkernel_symlink_out_is_refused_not_replaced(project: Path) -
     (project.parent / "outside" / "file_tools.py").write_text("# outside\n")
     (project / "agentkernel").symlink_to(project.parent / "outside", target_is_directory=True)
     with pytest.raises(PermissionError):
-        call(project, "read_file", path="agentkernel/file_tools.py")
+        call(project, "read_file", path="agentkernel/tools/files.py")
 
 
 # -- list_dir and search_text --------------------------------------------------------------------------------
@@ -420,7 +420,7 @@ def test_refused_path_is_an_error_output_and_the_run_completes(project: Path) ->
     model = agentkernel.ScriptedModel([
         [agentkernel.Call("read_file", {"path": "../secret.txt"}),
          agentkernel.Call("read_file", {"path": "notes.txt"})],
-        agentkernel.Call("read_file", {"path": "agentkernel/file_tools.py", "limit": 1}),
+        agentkernel.Call("read_file", {"path": "agentkernel/tools/files.py", "limit": 1}),
         "The notes say hello world.",
     ])
     result = asyncio.run(agentkernel.run("Read the notes.", model=model, tools=file_tools(project)))

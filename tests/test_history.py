@@ -21,7 +21,7 @@ from agentkernel import (
     tool,
     validate_history,
 )
-from agentkernel.history import (
+from agentkernel.record.history import (
     MISSING_OUTPUT,
     HistoryError,
     assistant_message,

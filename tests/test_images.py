@@ -16,10 +16,10 @@ import pytest
 from openai_server import TEST_KEY, Reply, ScriptedServer, chat_events, responses_events
 
 from agentkernel import Call, ReplayModel, ScriptedModel, ToolOutput, load_transcript, run, tool, validate_history
-from agentkernel.images import MAX_IMAGE_BYTES, image_reference, image_size, model_image
 from agentkernel.models import OpenAIChatModel, OpenAIResponsesModel, RecordingModel
 from agentkernel.models.base import accepts_images
 from agentkernel.models.openai_chat import chat_messages
+from agentkernel.record.images import MAX_IMAGE_BYTES, image_reference, image_size, model_image
 
 PIL = pytest.importorskip("PIL.Image")
 
@@ -224,7 +224,7 @@ def test_images_by_default_for_the_openai_api_and_scripted_models_not_for_other_
 
 
 def test_history_checks_and_redaction_leave_an_output_s_images_alone():
-    from agentkernel.history import repair_history, valid_item
+    from agentkernel.record.history import repair_history, valid_item
     from agentkernel.redact import redact
 
     image = {"media_type": "image/png", "data": SMALL, "width": 40, "height": 30}

@@ -17,7 +17,7 @@ import pytest
 from kernel_client import Cell, KernelSession, kernel_fixtures
 from openai_server import Reply, ScriptedServer, chat_events, responses_events
 
-from agentkernel.images import MAX_IMAGE_BYTES
+from agentkernel.record.images import MAX_IMAGE_BYTES
 
 pytest.importorskip("matplotlib")
 

@@ -463,7 +463,7 @@ def test_a_stop_right_after_the_start_still_reaches_the_code():
 
     from IPython.core.interactiveshell import InteractiveShell
 
-    from agentkernel.jupyter.code_runner import CodeRunner
+    from agentkernel.jupyter.kernel.code_runner import CodeRunner
 
     runner = CodeRunner(InteractiveShell.instance())
 

@@ -13,9 +13,9 @@ import pytest
 from kernel_client import KernelSession, kernel_fixtures
 from test_magic_kernel import RESET
 
-from agentkernel.file_tools import FILE_TOOL_NAMES
-from agentkernel.jupyter.kernel_tools import KERNEL_TOOL_NAMES
+from agentkernel.jupyter.kernel.tools import KERNEL_TOOL_NAMES
 from agentkernel.jupyter.options import GROUPS, OPTIONS, AgentOptions, merge, split_line
+from agentkernel.tools.files import FILE_TOOL_NAMES
 
 # A tool whose output changes every call: the repeated-call guard never trips, so only the stuck window (calls
 # repeating a cycle on tool and arguments) can stop a model that keeps calling it.

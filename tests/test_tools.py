@@ -296,7 +296,7 @@ def test_per_tool_timeout():
 
 
 def test_calls_in_one_round_each_time_out_after_their_own_timeout():
-    # The run's calls share one timer (agentkernel.timeouts): a shorter timeout that starts after a longer one
+    # The run's calls share one timer (agentkernel.tools.timeouts): a shorter timeout that starts after a longer one
     # must still fire first.
     cut_after: dict[str, float] = {}
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .errors import STOP_ERRORS, AgentConfigError, AgentError, AgentStop
-from .kernel_tools import KERNEL_TOOL_NAMES, KernelTools, kernel_tools
+from .kernel.tools import KERNEL_TOOL_NAMES, KernelTools, kernel_tools
 from .magics import AgentMagics
 from .transform import rewrite_agent_cell
 

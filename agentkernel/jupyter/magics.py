@@ -27,18 +27,18 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.display import display
 
 from ..events import Event
-from ..file_tools import FILE_TOOL_NAMES, file_tools
 from ..guards import GuardConfig
 from ..loop import AgentLoop
 from ..models.base import Model, accepts_images
+from ..record.transcript import load_transcript
 from ..result import LoopResult
 from ..stop import StopSignal
 from ..tools import Approver, Tool, tool
-from ..transcript import load_transcript
+from ..tools.files import FILE_TOOL_NAMES, file_tools
 from ..usage import Limits
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
 from .exits import exit_refused
-from .kernel_tools import KERNEL_TOOL_NAMES, KernelTools
+from .kernel.tools import KERNEL_TOOL_NAMES, KernelTools
 from .mcp_servers import MCP_USAGE, KernelServers, McpImages, mcp_tools
 from .options import AgentOptions, merge, option_arguments, option_traits, split_line
 from .panel import PANEL_TEXT, Panel

@@ -20,7 +20,7 @@ from ..mcp import CONFIG_FILE, MCPConfig, MCPServer, load_config
 from ..mcp.results import Image
 from ..mcp.server import tool_name
 from ..tools import Tool
-from .code_runner import Output
+from .kernel.code_runner import Output
 from .options import AgentOptions
 
 MCP_USAGE = "%agent_mcp                 list the configured MCP servers, whether each runs, and its tools\n" \

@@ -33,8 +33,8 @@ from IPython.core import magic_arguments
 from IPython.core.error import UsageError
 from traitlets import Bool, Enum, Float, Int, List, TraitType, Unicode
 
-from ..file_tools import FILE_TOOL_NAMES
-from .kernel_tools import KERNEL_TOOL_NAMES
+from ..tools.files import FILE_TOOL_NAMES
+from .kernel.tools import KERNEL_TOOL_NAMES
 
 T = TypeVar("T")
 

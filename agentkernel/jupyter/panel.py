@@ -43,7 +43,7 @@ from ..stop import StopSignal
 from ..text import cut
 from ..tools import Decision, Tool, ToolCall
 from ..usage import Limits
-from .code_runner import Output
+from .kernel.code_runner import Output
 from .render import HTML_OUTPUT_CHARS, arguments_html, call_title
 
 PANEL_TEXT = "<agentkernel panel: the live view needs a widget front end; the run's transcript follows>"

@@ -11,8 +11,8 @@ import json
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..context import Compaction
 from ..events import ContextCompacted, Event, MessageDone, ToolCallFinished, ToolCallStarted
+from ..record.context import Compaction
 from ..result import LoopResult
 from ..text import cut, load_arguments, pretty_arguments, short_arguments
 from ..tools import ToolCall

@@ -23,12 +23,12 @@ from typing import Any, TextIO
 
 from pydantic import create_model
 
-from .. import __version__
+from .._version import __version__
 from ..errors import AgentConfigError
-from ..images import MAX_IMAGES_PER_CALL, model_image
+from ..record.images import MAX_IMAGES_PER_CALL, model_image
 from ..redact import known_secrets, redact_text
-from ..schemas import Arguments
 from ..tools import Tool, ToolOutput
+from ..tools.schemas import Arguments
 from .config import MCPConfig, ServerEntry, load_config, parse_config
 from .results import Image, Outcome, outcome
 
@@ -261,8 +261,8 @@ class MCPServer:
         A tool runs without asking only if the entry has ``"trustAnnotations": true`` and the tool is annotated
         ``readOnlyHint: true``; every other call asks for approval. ``on_images(images)`` receives each call's
         images, in the task that runs the call. With ``model_images`` the images are also sent to the model (at
-        most :data:`~agentkernel.images.MAX_IMAGES_PER_CALL` a call, each within the byte budget), as ``run_python``
-        sends its figures; otherwise the model reads only their notes.
+        most :data:`~agentkernel.record.images.MAX_IMAGES_PER_CALL` a call, each within the byte budget), as
+        ``run_python`` sends its figures; otherwise the model reads only their notes.
         """
         taken = set() if taken is None else taken
         return [self._tool(listed, tool_name(self.name, listed.name, taken), on_images, model_images)

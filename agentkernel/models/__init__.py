@@ -1,4 +1,12 @@
-"""Models: one async streaming interface over OpenAI Responses, Chat Completions, and scripted turns."""
+"""Models: one async streaming interface over OpenAI Responses, Chat Completions, and scripted turns.
+
+The OpenAI adapters (and so the ``openai`` SDK) are imported when first named.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from .base import (
     FunctionCallEvent,
@@ -12,12 +20,24 @@ from .base import (
     UsageEvent,
 )
 from .cassette import RecordingModel, ReplayModel
-from .openai_chat import OpenAIChatModel
-from .openai_responses import OpenAIResponsesModel
 from .scripted import Call, ScriptedModel, Turn
+
+if TYPE_CHECKING:
+    from .openai_chat import OpenAIChatModel
+    from .openai_responses import OpenAIResponsesModel
+
+_LAZY = {"OpenAIChatModel": ".openai_chat", "OpenAIResponsesModel": ".openai_responses"}
 
 __all__ = [
     "Call", "FunctionCallEvent", "FunctionCallProgress", "Model", "ModelError", "ModelEvent", "ModelRequest",
     "OpenAIChatModel", "OpenAIResponsesModel", "RecordingModel", "ReplayModel", "ScriptedModel", "TextDelta",
     "Truncation", "Turn", "UsageEvent",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value

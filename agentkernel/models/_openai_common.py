@@ -14,11 +14,11 @@ from urllib.parse import urlsplit
 
 import openai
 
-from ..context import overflow_numbers
-from ..history import Item
+from ..record.history import Item
 from ..redact import known_secrets, redact_text, without_credentials
 from ..text import short
 from .base import ContextOverflowError, ModelError
+from .overflow import overflow_numbers
 
 DEFAULT_TIMEOUT = openai.Timeout(600.0, connect=10.0)
 """Long enough for a slow model's whole answer, short enough to notice an unreachable server."""

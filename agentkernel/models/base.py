@@ -6,7 +6,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ..history import Item
+from ..record.history import Item
 
 
 @dataclass

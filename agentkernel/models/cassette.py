@@ -29,8 +29,8 @@ from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..history import Item
-from ..images import image_reference
+from ..record.history import Item
+from ..record.images import image_reference
 from ..redact import known_secrets, redact
 from ..text import json_line, short
 from .base import (

@@ -12,8 +12,8 @@ from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam, ChatCompletionToolUnionParam
 from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
-from ..history import Item
-from ..images import data_url
+from ..record.history import Item
+from ..record.images import data_url
 from ._openai_common import InputCache, OpenAIModelBase
 from .base import (
     FunctionCallEvent,

@@ -21,8 +21,8 @@ from openai.types.responses import (
     ToolParam,
 )
 
-from ..history import Item
-from ..images import data_url
+from ..record.history import Item
+from ..record.images import data_url
 from ._openai_common import InputCache, OpenAIModelBase
 from .base import (
     FunctionCallEvent,

@@ -8,7 +8,7 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..context import describe_turns
+from ..record.context import describe_turns
 from .base import (
     FunctionCallEvent,
     FunctionCallProgress,

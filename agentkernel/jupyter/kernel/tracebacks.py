@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ..text import short
+from ...text import short
 
 MAX_FRAMES = 30
 _PACKAGE = str(Path(__file__).resolve().parent.parent)

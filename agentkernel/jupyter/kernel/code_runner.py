@@ -33,7 +33,7 @@ from itertools import count
 from types import CodeType
 from typing import Any, Literal
 
-from ..images import image_size
+from ...record.images import image_size
 from .tracebacks import cell_names, format_error
 
 OutputKind = Literal["stdout", "stderr", "display", "value"]

@@ -22,11 +22,11 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from ..events import Event, ToolCallStarted
-from ..images import MAX_IMAGES_PER_CALL, Image, model_image
-from ..redact import known_secrets, redact, redact_bundle, redact_text
-from ..text import cut, short, take_lines
-from ..tools import MAX_OUTPUT_CHARS, Tool, ToolOutput, in_thread, tool
+from ...events import Event, ToolCallStarted
+from ...record.images import MAX_IMAGES_PER_CALL, Image, model_image
+from ...redact import known_secrets, redact, redact_bundle, redact_text
+from ...text import cut, short, take_lines
+from ...tools import MAX_OUTPUT_CHARS, Tool, ToolOutput, in_thread, tool
 from .code_runner import IMAGE_TYPES, CodeRunner, Execution, Output
 from .describe import describe, one_line, size_hint, type_name
 from .tracebacks import cell_names, cell_number, format_error
@@ -54,7 +54,7 @@ class KernelTools:
     ``run_python`` call, for a front end to show in that call's section. To know the call id, pass this object
     the loop's events too (it is a listener: ``on_event=fan_out(panel, kernel_tools)``). ``images=True`` also
     gives the model ``run_python``'s images (figures and image outputs) as images, bounded as
-    :mod:`agentkernel.images` says. Every text part of a display is redacted before anything shows it.
+    :mod:`agentkernel.record.images` says. Every text part of a display is redacted before anything shows it.
     """
 
     def __init__(self, shell: Any, *, on_displays: DisplaysListener | None = None, images: bool = False):

@@ -1,4 +1,4 @@
-"""Run a teaching notebook headlessly and print what its cells show: ``python -m agentkernel.jupyter.demo NOTEBOOK``.
+"""Run a teaching notebook headlessly and print what its cells show: ``python scripts/demo.py NOTEBOOK``.
 
 The notebook is executed in a real kernel (in its own folder, as Jupyter would) and is not written back.
 """
@@ -9,7 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from .panel import PANEL_TEXT
+from agentkernel.jupyter.panel import PANEL_TEXT
 
 
 def show(path: Path) -> int:
@@ -42,7 +42,7 @@ def show(path: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m agentkernel.jupyter.demo NOTEBOOK.ipynb", file=sys.stderr)
+        print("usage: python scripts/demo.py NOTEBOOK.ipynb", file=sys.stderr)
         return 2
     path = Path(args[0])
     if not path.is_file():

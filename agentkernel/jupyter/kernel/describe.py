@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from ..text import short
+from ...text import short
 
 LINE_WIDTH = 80
 """Width of a value's one-line form in ``list_variables``."""

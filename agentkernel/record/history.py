@@ -6,7 +6,7 @@ Items are plain dicts:
 - ``{"type": "function_call", "call_id": "...", "name": "...", "arguments": "<json string>"}``
 - ``{"type": "function_call_output", "call_id": "...", "output": "..."}`` (``"synthetic": True`` when the
   runtime wrote it because the tool never ran or never finished; ``"images": [{"media_type": ..., "data":
-  "<base64>", ...}]`` when the tool gave the model images beside the text, see :mod:`agentkernel.images`)
+  "<base64>", ...}]`` when the tool gave the model images beside the text, see :mod:`agentkernel.record.images`)
 
 The invariant: every ``function_call`` has exactly one ``function_call_output`` after it with the same
 ``call_id``, and no output is without its call. Every string in an item is valid Unicode (see :func:`valid_item`),
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .text import map_strings, valid_text
+from ..text import map_strings, valid_text
 
 Item = dict[str, Any]
 

@@ -9,9 +9,9 @@ import warnings
 from pathlib import Path
 from typing import IO, Any
 
+from ..text import json_line
 from .history import Item, repair_history
 from .images import image_reference
-from .text import json_line
 
 
 def transcript_dir() -> Path:
@@ -25,7 +25,7 @@ class Transcript:
     Lines are ``{"event": "item", "item": {...}}``, with one ``{"event": "start", ...}`` first and one
     ``{"event": "finish", ...}`` last, so a kernel that dies loses nothing committed before it died. A tool
     output's images are written as references (type, size, bytes, sha256; see
-    :func:`~agentkernel.images.image_reference`), not their data. Text that UTF-8 cannot encode (lone surrogates)
+    :func:`~agentkernel.record.images.image_reference`), not their data. Text that UTF-8 cannot encode (lone surrogates)
     is written as JSON escapes. A write that fails (a full disk, a removed directory) warns once and ends the
     transcript, never the run; ``error`` says why.
     """

@@ -5,10 +5,10 @@ working directory at call time unless configured), its real path (symlinks resol
 root, and only UTF-8 text files of reasonable size are read. A path starting with ``agentkernel/`` that does
 not exist under the root is read from the installed package instead, so the agent can read its own source::
 
-    from agentkernel.file_tools import file_tools, read_file
+    from agentkernel.tools.files import file_tools, read_file
 
     tools = file_tools("path/to/project")       # the three tools bound to that root
-    read_file.fn("agentkernel/file_tools.py")     # this file, from any working directory
+    read_file.fn("agentkernel/tools/files.py")     # this file, from any working directory
 
 Paths in outputs and messages are always relative to the root, never absolute, so notebook outputs are the
 same on every machine. Refusals are raised as exceptions; the loop shows their text to the model.
@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .text import short, take_lines
-from .text_files import SNIFF_BYTES, read_text_file, split_lines
-from .text_search import search_files
-from .tools import Tool, tool
+from ..text import short, take_lines
+from .base import Tool, tool
+from .file_reading import SNIFF_BYTES, read_text_file, split_lines
+from .file_search import search_files
 
 __all__ = [
     "FILE_TOOL_NAMES", "MAX_FILE_BYTES", "MAX_OUTPUT_CHARS", "PACKAGE_DIR", "PathPolicy", "file_tools",
@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 FILE_TOOL_NAMES = ("read_file", "list_dir", "search_text")
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 """The installed ``agentkernel`` package, readable through paths starting with ``agentkernel/``."""
 
 MAX_FILE_BYTES = 1_000_000

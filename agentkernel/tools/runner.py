@@ -1,4 +1,4 @@
-"""Tools: the ``@tool`` decorator, and running one round's calls.
+"""Running one round's calls.
 
 Calls of a round run in parallel and are matched to their requests by ``call_id``; a side-effecting tool runs
 only after approval and never beside another call. Whatever a tool does — raise, call ``sys.exit()``, return
@@ -9,225 +9,30 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import functools
 import inspect
-import json
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from .schemas import Arguments, arguments_of, parse_docstring
-from .text import cut, read_arguments
+from ..text import cut
+from .base import (
+    MAX_OUTPUT_CHARS,
+    Approver,
+    Decision,
+    Tool,
+    ToolCall,
+    ToolOutput,
+    ToolStatus,
+    _checked_arguments,
+    format_output,
+)
 from .timeouts import Timeouts
-
-ToolStatus = Literal["ok", "error", "denied", "aborted", "not_run"]
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-MAX_OUTPUT_CHARS = 20_000
-"""A tool's output is cut to this many characters unless it sets its own ``max_output_chars``."""
 
 # What a tool may raise that is its own failure, not the run's: also SystemExit (``sys.exit()``, ``exit()``,
 # argparse on bad input) and KeyboardInterrupt raised by the tool's code. The user's own interrupt reaches the run
 # as the stop signal or as task cancellation, never as an exception inside a tool.
 TOOL_FAULTS = (Exception, SystemExit, KeyboardInterrupt)
-
-
-@dataclass(repr=False)
-class Tool(Generic[P, R]):
-    """A function the model may call, with the JSON schema it is shown; calling it calls the function."""
-
-    name: str
-    description: str
-    parameters: dict[str, Any]
-    fn: Callable[P, R]
-    read_only: bool = True
-    timeout: float | None = 60.0
-    max_output_chars: int | None = MAX_OUTPUT_CHARS
-    arguments_model: Arguments | None = field(default=None, compare=False)
-    """The pydantic model of the arguments (built from ``fn`` when not given)."""
-    is_async: bool = field(init=False, repr=False, compare=False)
-    """Whether ``fn`` is a coroutine function (run in the loop's task, not in a worker thread)."""
-
-    def __post_init__(self) -> None:
-        if self.arguments_model is None:
-            self.arguments_model = arguments_of(self.fn, {})
-        self.is_async = inspect.iscoroutinefunction(self.fn)
-        # `help(t)`, `inspect.signature(t)` and `t?` show the user's function. Its __dict__ is not merged in: it
-        # could hold names of this class's fields.
-        functools.update_wrapper(self, self.fn, updated=())
-
-    def schema(self) -> dict[str, Any]:
-        """The tool in the Responses API ``tools`` shape."""
-        return {
-            "type": "function",
-            "name": self.name,
-            "description": self.description,
-            "parameters": self.parameters,
-        }
-
-    def validate(self, arguments: str) -> dict[str, Any]:
-        """The keyword arguments for a call from its arguments JSON; raise ValueError saying what is wrong."""
-        assert self.arguments_model is not None
-        return self.arguments_model.validate(arguments)
-
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        return self.fn(*args, **kwargs)
-
-    def __get__(self, instance: object, owner: type | None = None) -> Tool[P, R]:
-        # Never binds (a tool stays the function it wraps); being a descriptor makes help() document it as one.
-        return self
-
-    def __repr__(self) -> str:
-        try:
-            signature = inspect.signature(self.fn)
-            params = [p.replace(annotation=p.empty) for p in signature.parameters.values()]
-            shown = str(signature.replace(parameters=params, return_annotation=signature.empty))
-        except (TypeError, ValueError):
-            shown = "(...)"
-        return f"<tool {self.name}{shown} {'read-only' if self.read_only else 'side effects'}>"
-
-
-@overload
-def tool(
-    fn: Callable[P, R], /, *, name: str | None = None, read_only: bool = True, timeout: float | None = 60.0,
-    max_output_chars: int | None = MAX_OUTPUT_CHARS,
-) -> Tool[P, R]: ...
-
-
-@overload
-def tool(
-    *, name: str | None = None, read_only: bool = True, timeout: float | None = 60.0,
-    max_output_chars: int | None = MAX_OUTPUT_CHARS,
-) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
-
-
-def tool(
-    fn: Callable[..., Any] | None = None,
-    /,
-    *,
-    name: str | None = None,
-    read_only: bool = True,
-    timeout: float | None = 60.0,
-    max_output_chars: int | None = MAX_OUTPUT_CHARS,
-) -> Tool[..., Any] | Callable[[Callable[..., Any]], Tool[..., Any]]:
-    """Turn a plain function (sync or async) into a :class:`Tool` that still behaves like the function.
-
-    The schema comes from the signature and type hints (through pydantic, which also checks each call's
-    arguments); the description and parameter descriptions from the docstring (its first paragraphs, and an
-    ``Args:`` section). Tools are read-only by default; pass ``read_only=False`` for one with side effects, which
-    then runs only after approval. A sync function runs in a worker thread, cut off after ``timeout`` seconds;
-    its output is cut to ``max_output_chars`` characters (``None``: no limit)::
-
-        @tool
-        def word_count(text: str) -> int:
-            "Count the words in a text."
-            return len(text.split())
-    """
-
-    def wrap(f: Callable[..., Any]) -> Tool[..., Any]:
-        f = f.fn if isinstance(f, Tool) else f
-        description, arg_docs = parse_docstring(inspect.getdoc(f) or "")
-        arguments = arguments_of(f, arg_docs)
-        return Tool(
-            name=name or f.__name__,
-            description=description or f.__name__.replace("_", " "),
-            parameters=arguments.json_schema(),
-            fn=f,
-            read_only=read_only,
-            timeout=timeout,
-            max_output_chars=max_output_chars,
-            arguments_model=arguments,
-        )
-
-    return wrap(fn) if fn is not None else wrap
-
-
-@dataclass
-class ToolOutput:
-    """What a tool returns to give the model images beside its text.
-
-    ``images`` are dicts ``{"media_type": "image/png", "data": "<base64>", ...}`` (see :mod:`agentkernel.images`,
-    which bounds their size); the text is what the guards, the panel and text-only APIs see, so it should say
-    what each image is. The loop puts the images on the call's ``function_call_output`` item as ``"images"``.
-    """
-
-    text: str
-    images: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass
-class ToolCall:
-    """One requested call and, once it is done, its outcome.
-
-    The arguments JSON is read once, when the call is made: ``normalized`` is the form the guards compare (keys
-    sorted at every depth), ``argument_error`` why the text is not a JSON object.
-    """
-
-    call_id: str
-    name: str
-    arguments: str
-    status: ToolStatus | None = None
-    output: str = ""
-    images: list[dict[str, Any]] = field(default_factory=list, repr=False)
-    """Images for the model beside the output, from a tool that returned a :class:`ToolOutput`."""
-    duration: float = 0.0
-    synthetic: bool = False
-    started: float = field(default=0.0, repr=False)
-    normalized: str = field(init=False, repr=False, compare=False)
-    argument_error: str | None = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        self.normalized, self.argument_error = read_arguments(self.arguments)
-
-    @property
-    def failed(self) -> bool:
-        return self.status == "error"
-
-
-@dataclass(frozen=True)
-class Decision:
-    """An approver's answer with more to it than ``True`` / ``False``.
-
-    ``Decision(approve=True, for_run=True)`` runs this call and every later call of the same tool in this run
-    unasked (never in another run: each run, each ``%%agent`` cell, asks afresh). ``Decision(approve=False,
-    note="use the parquet file instead")`` denies the call and sends the note to the model as its output, so the
-    run goes on, steered. Only ``approve is True`` approves.
-    """
-
-    approve: bool
-    for_run: bool = False
-    note: str = ""
-
-
-Verdict = bool | Decision
-Approver = Callable[[ToolCall, Tool], "Verdict | Awaitable[Verdict]"]
-"""Asked before each side-effecting call: only ``True`` or ``Decision(approve=True)`` runs it; anything else denies."""
-
-
-def parse_arguments(tool: Tool, arguments: str) -> dict[str, Any]:
-    """Parse a call's arguments JSON and check it against the tool's schema; raise ValueError saying what is wrong."""
-    return _checked_arguments(tool, ToolCall("", tool.name, arguments))
-
-
-def _checked_arguments(tool: Tool, call: ToolCall) -> dict[str, Any]:
-    if call.argument_error:
-        raise ValueError(call.argument_error)
-    return tool.validate(call.arguments)
-
-
-def format_output(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return "(no output)"
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return repr(value)
 
 
 class ToolTimeout(Exception):
@@ -418,14 +223,3 @@ async def run_round(
     for call in calls:
         if side_effecting(call):
             await one(call)
-
-
-def as_registry(tools: Iterable[Tool | Callable[..., Any]]) -> dict[str, Tool]:
-    """Map tool names to tools, wrapping plain functions with ``@tool``; a name used twice is an error."""
-    registry: dict[str, Tool] = {}
-    for t in tools:
-        t = t if isinstance(t, Tool) else tool(t)
-        if t.name in registry:
-            raise ValueError(f"two tools are named {t.name!r}")
-        registry[t.name] = t
-    return registry

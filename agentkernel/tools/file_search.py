@@ -5,7 +5,7 @@ over a line of a few dozen ``a``\\ s. Run in a worker thread, such a match still
 event loop included (measured: a 24-character line froze the loop for 5.4 s, past ``--max-seconds`` and Stop).
 Cutting the text into short pieces does not help (the time grows exponentially with a line's length, so no useful
 cap on it is safe), and telling slow patterns from fast ones by looking at them is guesswork. So
-:func:`search_files` runs the matching (:mod:`agentkernel.text_files`) in a fresh interpreter and kills it when
+:func:`search_files` runs the matching (:mod:`agentkernel.tools.file_reading`) in a fresh interpreter and kills it when
 the search runs past its time limit, keeping the matches it reported until then. ``benchmarks/search_text.py``
 prints what that costs.
 """
@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from . import text_files
+from . import file_reading
 
 POLL_SECONDS = 0.1
 """How often a waiting search looks at its deadline and at its cancel flag."""
@@ -52,7 +52,7 @@ def search_files(
     job = {"pattern": pattern, "files": list(files), "max_bytes": max_bytes, "max_matches": max_matches,
            "line_chars": line_chars}
     child = subprocess.Popen(
-        [sys.executable, "-I", "-S", text_files.__file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        [sys.executable, "-I", "-S", file_reading.__file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, start_new_session=True,  # a kernel interrupt (SIGINT to the group) spares it
     )
     outcome = SearchOutcome()

@@ -1,7 +1,7 @@
 """Reading text files and matching a regular expression against their lines: the child process of a search.
 
-:mod:`agentkernel.text_search` runs this file as a script (``python -I -S text_files.py``): it reads one JSON job
-from stdin and writes one JSON record per line to stdout (``{"file": i}`` when it starts file ``i``,
+:mod:`agentkernel.tools.file_search` runs this file as a script (``python -I -S file_reading.py``): it reads one
+JSON job from stdin and writes one JSON record per line to stdout (``{"file": i}`` when it starts file ``i``,
 ``{"match": [i, line_number, text]}``, ``{"skip": i, "why": "..."}``), flushing each, so nothing found before
 the process is killed is lost. It imports only a few standard modules, so that it starts fast (about 10 ms of
 CPU), and nothing from agentkernel; the file tools use its readers too.

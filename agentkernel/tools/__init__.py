@@ -1,0 +1,24 @@
+"""Tools: what a tool is (:mod:`.base`), running a round of calls (:mod:`.runner`), their schemas and timeouts, and
+the built-in file tools (:mod:`.files`)."""
+
+from .base import (
+    MAX_OUTPUT_CHARS,
+    Approver,
+    Decision,
+    Tool,
+    ToolCall,
+    ToolOutput,
+    ToolStatus,
+    Verdict,
+    as_registry,
+    format_output,
+    parse_arguments,
+    tool,
+)
+from .runner import TOOL_FAULTS, ToolTimeout, in_thread, invoke, run_call, run_round
+
+__all__ = [
+    "MAX_OUTPUT_CHARS", "TOOL_FAULTS", "Approver", "Decision", "Tool", "ToolCall", "ToolOutput", "ToolStatus",
+    "ToolTimeout", "Verdict", "as_registry", "format_output", "in_thread", "invoke", "parse_arguments", "run_call",
+    "run_round", "tool",
+]
