@@ -29,7 +29,7 @@ python -m mypy
 python -m pytest -q -p no:cacheprovider --nbval notebooks
 # The course under the other runners teams use (README: "Testing your own agent notebooks in CI"). Both honour
 # raises-exception as nbval does; nbconvert writes the executed copies to a temporary directory, never over the
-# notebooks. (papermill, which fails on any error cell, runs job notebooks in tests/test_runners.py.)
+# notebooks. (papermill, which fails on any error cell, runs job notebooks in tests/kernel/test_runners.py.)
 started=$SECONDS
 python -m pytest -q -p no:cacheprovider --nbmake notebooks
 echo "nbmake over the course: $((SECONDS - started)) s"

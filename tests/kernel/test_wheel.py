@@ -23,7 +23,7 @@ from packaging.utils import canonicalize_name
 
 pytestmark = pytest.mark.wheel
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 EXTRAS: dict[str, list[str]] = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
 KERNEL = "agentkernel-wheel-check"
 
