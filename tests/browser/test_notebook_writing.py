@@ -20,7 +20,7 @@ from typing import Any
 
 import nbformat
 import pytest
-from lab import LABEXTENSION, REPO, LabServer, NotebookPage
+from lab import LABEXTENSION, MEASUREMENTS, REPO, LabServer, NotebookPage
 
 expect = pytest.importorskip("playwright.sync_api").expect
 
@@ -50,9 +50,13 @@ NOTEBOOKS: dict[str, list[tuple[str, str, str]]] = {
         ("markdown", "intro", INTRO),
         ("code", "setup", SETUP),
         ("code", "boom", "1 / 0"),
-        ("code", "agent", "hello = await front_end.ask('hello', timeout=30)\n"
+        ("code", "agent", "import time\n"
+                          "started = time.perf_counter()\n"
+                          "hello = await front_end.ask('hello', timeout=30)  # opens the comm\n"
+                          "opened = time.perf_counter()\n"
                           "read = await front_end.ask('read')\n"
-                          "show(hello=hello, read=read, me=cell_id())"),
+                          "seconds = [opened - started, time.perf_counter() - opened]\n"
+                          "show(hello=hello, read=read, me=cell_id(), seconds=seconds)"),
         ("code", "later", "print('not run yet')"),
     ],
     "insert.ipynb": [
@@ -101,6 +105,12 @@ MODEL = """() => {
                     can_undo: cell.canUndo()};
         }),
     };
+}"""
+
+# The index of the cell holding the page's focus (null: none does).
+FOCUSED_CELL = """() => {
+    const cell = document.activeElement && document.activeElement.closest('.jp-Cell');
+    return cell ? [...document.querySelectorAll('.jp-Notebook .jp-Cell')].indexOf(cell) : null;
 }"""
 
 
@@ -170,6 +180,9 @@ def test_read_returns_every_cell_with_its_id_and_the_running_cell(open_notebook:
     assert boom["outputs_text"] == "ZeroDivisionError: division by zero\n"
     assert agent["source"] == NOTEBOOKS["read.ipynb"][3][2] and agent["has_error"] is False
     assert later["execution_count"] is None and later["outputs_text"] == ""
+    opened, read_ = got["seconds"]
+    MEASUREMENTS.append(f"notebook comm in {lab_server.front_end}: the first request (comm_open) answered in "
+                        f"{opened * 1000:.0f} ms, a read of 5 cells in {read_ * 1000:.0f} ms")
 
 
 def test_insert_puts_two_cells_below_the_agent_cell_in_order_and_the_save_keeps_them(
@@ -192,7 +205,8 @@ def test_insert_puts_two_cells_below_the_agent_cell_in_order_and_the_save_keeps_
     state = model(nb)
     assert [c["id"] for c in state["cells"]] == ["intro", "setup", "agent", first["cell_id"], second["cell_id"],
                                                  "user"]
-    assert state["active"] == "agent"  # the user's active cell did not move
+    assert state["active"] == "agent"  # the user's active cell did not move, nor the focus to a new cell
+    assert nb.page.evaluate(FOCUSED_CELL) in (None, 2)
     new_md, new_code = state["cells"][3], state["cells"][4]
     assert (new_md["cell_type"], new_md["source"]) == ("markdown", "## What I found\nSales rose.")
     assert (new_code["cell_type"], new_code["source"]) == ("code", "print('from the agent')")
