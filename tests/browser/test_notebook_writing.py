@@ -74,9 +74,13 @@ NOTEBOOKS: dict[str, list[tuple[str, str, str]]] = {
     "replace.ipynb": [
         ("code", "setup", SETUP + META),
         ("code", "user", OLD),
+        ("markdown", "notes", "## Title 🙂\nSome notes."),
         ("code", "agent", f"replaced = await front_end.ask('replace', timeout=30, cell_id='user',\n"
                           f"    expected_source={OLD!r}, source={NEW!r}, metadata=meta(1))\n"
-                          "show(replaced=replaced)"),
+                          "notes = await front_end.ask('replace', cell_id='notes',\n"  # only a low surrogate differs
+                          "    expected_source='## Title 🙂\\nSome notes.', source='## Title 🙃\\nSome notes.',\n"
+                          "    metadata=meta(2))\n"
+                          "show(replaced=replaced, notes=notes)"),
     ],
     "refused.ipynb": [
         ("code", "setup", SETUP + META),
@@ -239,8 +243,11 @@ def test_replace_shows_the_new_source_and_one_undo_restores_the_old(open_noteboo
     nb = open_notebook("replace.ipynb")
     nb.run_and_wait(0)
     assert cell_of(nb, "user")["can_undo"] is False
-    got = replies(nb, 2)
+    got = replies(nb, 3)
     assert got["replaced"] == {"request_id": got["replaced"]["request_id"], "ok": True, "old_source": OLD}
+    assert got["notes"]["ok"] is True and got["notes"]["old_source"] == "## Title 🙂\nSome notes."
+    expect(nb.cell(2).locator("h2")).to_have_text(re.compile(r"^Title 🙃"))  # the rendered markdown follows
+    assert cell_of(nb, "notes")["source"] == "## Title 🙃\nSome notes."  # no surrogate pair split
     expect(editor(nb, 1)).to_have_text(NEW.replace("\n", ""))  # CodeMirror draws each line as a block
     user = cell_of(nb, "user")
     assert user["source"] == NEW
