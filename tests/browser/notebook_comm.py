@@ -25,7 +25,7 @@ class FrontEnd:
         self.closed = False
         self.waiting: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Future[dict[str, Any]]]] = {}
 
-    async def ask(self, op: str, timeout: float = 10.0, **fields: Any) -> dict[str, Any]:
+    async def ask(self, op: str, timeout: float = 30.0, **fields: Any) -> dict[str, Any]:
         """Send ``{"request_id", "op", **fields}``; return the front end's reply (TimeoutError if none comes)."""
         from comm import create_comm  # ipykernel's Comm; `ipykernel.comm.Comm` itself warns that it is deprecated
 

@@ -52,7 +52,7 @@ NOTEBOOKS: dict[str, list[tuple[str, str, str]]] = {
         ("code", "boom", "1 / 0"),
         ("code", "agent", "import time\n"
                           "started = time.perf_counter()\n"
-                          "hello = await front_end.ask('hello', timeout=30)  # opens the comm\n"
+                          "hello = await front_end.ask('hello')  # opens the comm\n"
                           "opened = time.perf_counter()\n"
                           "read = await front_end.ask('read')\n"
                           "seconds = [opened - started, time.perf_counter() - opened]\n"
@@ -62,7 +62,7 @@ NOTEBOOKS: dict[str, list[tuple[str, str, str]]] = {
     "insert.ipynb": [
         ("markdown", "intro", INTRO),
         ("code", "setup", SETUP + META),
-        ("code", "agent", "first = await front_end.ask('insert', timeout=30, after=cell_id(), cell_type='markdown',\n"
+        ("code", "agent", "first = await front_end.ask('insert', after=cell_id(), cell_type='markdown',\n"
                           "    source='## What I found\\nSales rose.', metadata=meta(1))\n"
                           "second = await front_end.ask('insert', after=first['cell_id'], cell_type='code',\n"
                           "    source=\"print('from the agent')\", metadata=meta(2))\n"
@@ -75,7 +75,7 @@ NOTEBOOKS: dict[str, list[tuple[str, str, str]]] = {
         ("code", "setup", SETUP + META),
         ("code", "user", OLD),
         ("markdown", "notes", "## Title 🙂\nSome notes."),
-        ("code", "agent", f"replaced = await front_end.ask('replace', timeout=30, cell_id='user',\n"
+        ("code", "agent", f"replaced = await front_end.ask('replace', cell_id='user',\n"
                           f"    expected_source={OLD!r}, source={NEW!r}, metadata=meta(1))\n"
                           "notes = await front_end.ask('replace', cell_id='notes',\n"  # only a low surrogate differs
                           "    expected_source='## Title 🙂\\nSome notes.', source='## Title 🙃\\nSome notes.',\n"
@@ -85,7 +85,7 @@ NOTEBOOKS: dict[str, list[tuple[str, str, str]]] = {
     "refused.ipynb": [
         ("code", "setup", SETUP + META),
         ("code", "user", ORIGINAL),
-        ("code", "agent", "changed = await front_end.ask('replace', timeout=30, cell_id='user',\n"
+        ("code", "agent", "changed = await front_end.ask('replace', cell_id='user',\n"
                           "    expected_source=\"df = load('old.csv')\", source='df = 0', metadata=meta(1))\n"
                           "missing = await front_end.ask('replace', cell_id='no-such-cell', expected_source='',\n"
                           "    source='x = 1', metadata=meta(2))\n"
@@ -93,7 +93,7 @@ NOTEBOOKS: dict[str, list[tuple[str, str, str]]] = {
     ],
     "restart.ipynb": [
         ("code", "setup", SETUP),
-        ("code", "agent", "show(hello=await front_end.ask('hello', timeout=30), read=await front_end.ask('read'))"),
+        ("code", "agent", "show(hello=await front_end.ask('hello'), read=await front_end.ask('read'))"),
     ],
 }
 
