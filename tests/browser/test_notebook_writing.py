@@ -59,6 +59,11 @@ NOTEBOOKS: dict[str, list[tuple[str, str, str]]] = {
                           "show(hello=hello, read=read, me=cell_id(), seconds=seconds)"),
         ("code", "later", "print('not run yet')"),
     ],
+    "long.ipynb": [
+        ("code", "setup", SETUP),
+        ("code", "long", "print('x' * 5000)\n3 * 7"),
+        ("code", "agent", "show(read=await front_end.ask('read'))"),
+    ],
     "insert.ipynb": [
         ("markdown", "intro", INTRO),
         ("code", "setup", SETUP + META),
@@ -187,6 +192,14 @@ def test_read_returns_every_cell_with_its_id_and_the_running_cell(open_notebook:
     opened, read_ = got["seconds"]
     MEASUREMENTS.append(f"notebook comm in {lab_server.front_end}: the first request (comm_open) answered in "
                         f"{opened * 1000:.0f} ms, a read of 5 cells in {read_ * 1000:.0f} ms")
+
+
+def test_read_cuts_a_cells_outputs_text_at_2000_characters(open_notebook: OpenNotebook) -> None:
+    nb = open_notebook("long.ipynb")
+    nb.run_and_wait(0)
+    nb.run_and_wait(1)
+    long = replies(nb, 2)["read"]["cells"][1]
+    assert long["id"] == "long" and long["outputs_text"] == "x" * 1999 + "…"  # the stream first, then cut
 
 
 def test_insert_puts_two_cells_below_the_agent_cell_in_order_and_the_save_keeps_them(
