@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Install the test extras (and Debian's Chromium for the browser suite) and run every check: ruff, mypy, every
-# teaching notebook through nbval (twice), nbmake and nbconvert, the unit and kernel tests (papermill jobs and the
-# wheel installed alone among them), the real-model tests and the JupyterLab / Notebook 7 + Chromium suite.
+# Install the test extras (and Debian's Chromium for the browser suite), build the front-end extension and run every
+# check: ruff, mypy, every teaching notebook through nbval (twice), nbmake and nbconvert, the unit and kernel tests
+# (papermill jobs and the wheel installed alone among them), the real-model tests and the JupyterLab / Notebook 7 +
+# Chromium suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +12,12 @@ if ! command -v chromium >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 python -m pip install -q --disable-pip-version-check -e '.[test,browser,mcp]'
+# The front-end extension (package.json, src/) into agentkernel/labextension: the editable install above builds it
+# (Node and the npm registry, yarn.lock) only when none is built yet; this rebuild, a few seconds, keeps it in step
+# with src/. The browser tests serve this build; `jupyter lab` serves the copy the last `pip install -e` made.
+quiet() { local log; log="$(mktemp)"; "$@" >"$log" 2>&1 || { cat "$log"; rm -f "$log"; return 1; }; rm -f "$log"; }
+quiet jlpm install --immutable
+quiet jlpm build
 # The MCP tests' npm server (@modelcontextprotocol/server-everything, pinned in tests/mcp/package.json and its lock
 # file) into tests/mcp/node_modules: the tests start it with the machine's Node, without the network.
 npm ci --prefix tests/mcp --no-audit --no-fund --silent
