@@ -37,12 +37,18 @@ def _flags(option: Any) -> str:
     return f"{'/'.join(spec.flags)} {value}".strip()
 
 
-def _where(option: Any) -> str:
-    """Where else the option is set: its ``%config`` name and environment variable."""
+def _default(option: Any) -> str:
+    """The default as the help states it, naming the environment variable consulted before it."""
     if not option.spec.trait:
-        return "this cell only"
-    where = f"%config AgentMagics.{option.name}"
-    return f"{where}, ${option.spec.env}" if option.spec.env else where
+        return "(none)"
+    shown = option.shown_default
+    env = f"${option.spec.env}"
+    return shown if not option.spec.env or env in shown else f"{env}, else {shown}"
+
+
+def _config_name(option: Any) -> nodes.paragraph:
+    """The name ``%config AgentMagics.<name>`` takes, if it takes the option."""
+    return _literal(option.name) if option.spec.trait else nodes.paragraph(text="this cell only")
 
 
 def _literal(text: str) -> nodes.paragraph:
@@ -58,7 +64,7 @@ def _table(header: list[str], rows: list[list[nodes.Node]], widths: list[int]) -
     for cells in rows:
         body += nodes.row("", *(nodes.entry("", cell) for cell in cells))
     group += [head, body]
-    table = nodes.table(classes=["agent-options"])
+    table = nodes.table(classes=["agent-options", "colwidths-given"])
     table += group
     return table
 
@@ -67,16 +73,17 @@ class AgentOptionsDirective(SphinxDirective):
     """The option table, one table per group, in the order ``options.py`` declares them."""
 
     def run(self) -> list[nodes.Node]:
+        from agentkernel.jupyter import options
         from agentkernel.jupyter.options import GROUPS, OPTIONS
 
+        self.env.note_dependency(options.__file__)  # an incremental build rereads the page when the table changes
         result: list[nodes.Node] = []
         for group in GROUPS:
-            rows = [[_literal(_flags(o) if o.spec.flags else o.name), nodes.paragraph(text=o.spec.help),
-                     nodes.paragraph(text=o.shown_default if o.spec.trait else "(this cell only)"),
-                     _literal(_where(o)) if o.spec.trait else nodes.paragraph(text=_where(o))]
+            rows = [[_literal(_flags(o)) if o.spec.flags else nodes.paragraph(text="(%config only)"),
+                     nodes.paragraph(text=o.spec.help), nodes.paragraph(text=_default(o)), _config_name(o)]
                     for o in OPTIONS if o.spec.group == group]
             result.append(nodes.rubric(text=group))
-            result.append(_table(["option", "meaning", "default", "also set by"], rows, [22, 48, 18, 22]))
+            result.append(_table(["option", "meaning", "default", "%config name"], rows, [24, 42, 20, 14]))
         return result
 
 
@@ -84,8 +91,10 @@ class AgentHelpDirective(SphinxDirective):
     """The text ``%%agent?`` shows, from the magic's parser."""
 
     def run(self) -> list[nodes.Node]:
+        from agentkernel.jupyter import options
         from agentkernel.jupyter.magics import AgentMagics
 
+        self.env.note_dependency(options.__file__)
         text = AgentMagics.agent.parser.format_help()
         return [nodes.literal_block(text, text, language="text")]
 
