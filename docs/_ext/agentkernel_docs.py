@@ -5,6 +5,7 @@ pages):
   ``agentkernel.jupyter.options.OPTIONS`` (the same table the magic's parser, its ``%%agent?`` help and the
   ``%config`` traits are made from).
 - ``{agent-help}``: what ``%%agent?`` prints, from the magic's own parser.
+- ``agent-statuses``: the statuses a run can end with, from ``agentkernel.STATUSES``.
 - the course: ``notebooks/*.ipynb`` copied into ``docs/course/notebooks/`` (git-ignored) when the build starts, and
   rendered by MyST-NB from their saved outputs.
 """
@@ -99,6 +100,17 @@ class AgentHelpDirective(SphinxDirective):
         return [nodes.literal_block(text, text, language="text")]
 
 
+class AgentStatusesDirective(SphinxDirective):
+    """The statuses of a run, in order, from ``agentkernel.STATUSES``."""
+
+    def run(self) -> list[nodes.Node]:
+        from agentkernel.endings import STATUSES
+
+        items = nodes.bullet_list()
+        items += [nodes.list_item("", _literal(status)) for status in STATUSES]
+        return [items]
+
+
 def copy_course(app: Sphinx, config: Any) -> None:
     """Copy the course's notebooks beside the pages (only those that changed, so a rebuild stays incremental)."""
     target = Path(app.srcdir) / COURSE
@@ -116,5 +128,6 @@ def copy_course(app: Sphinx, config: Any) -> None:
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("agent-options", AgentOptionsDirective)
     app.add_directive("agent-help", AgentHelpDirective)
+    app.add_directive("agent-statuses", AgentStatusesDirective)
     app.connect("config-inited", copy_course)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
