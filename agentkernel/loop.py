@@ -31,6 +31,7 @@ from .events import (
 )
 from .guards import FailureGuard, GuardConfig, NoProgressGuard, RepeatedCallGuard, TextLoopGuard
 from .models.base import (
+    THINKING_KEY,
     ContextOverflowError,
     FunctionCallEvent,
     FunctionCallProgress,
@@ -38,6 +39,7 @@ from .models.base import (
     ModelError,
     ModelRequest,
     TextDelta,
+    Thinking,
     Truncation,
     UsageEvent,
 )
@@ -115,6 +117,7 @@ class AgentLoop:
         self.no_progress = NoProgressGuard(guards.stuck_window, guards.max_stale_turns)
         self.failures = FailureGuard(guards.max_consecutive_failures)
         self.text_loop = TextLoopGuard(guards.text_repeats)
+        self.thinking: list[dict[str, Any]] = []  # the Thinking blocks of the response being committed
         self.stop = stop or StopSignal()
         self.on_event = on_event
         self.approve = approve
@@ -250,6 +253,8 @@ class AgentLoop:
         """Stream one request: text, calls and truncation into the lists given, usage into ``self.usage``."""
         turn = request.purpose == "turn"
         self.text_loop.reset()
+        if turn:
+            self.thinking = []
         async with contextlib.aclosing(self.model.stream(request)) as stream:  # an abort disconnects at once
             async for event in stream:
                 if isinstance(event, TextDelta):
@@ -272,6 +277,8 @@ class AgentLoop:
                     self.emit(UsageUpdated, self.usage)
                 elif isinstance(event, Truncation):
                     cut.append(event.reason)
+                elif isinstance(event, Thinking) and turn:
+                    self.thinking.extend(event.blocks)
         self.usage.requests += 1
 
     # -- the context window -----------------------------------------------------------------------------------
@@ -411,19 +418,25 @@ class AgentLoop:
         if self.transcript:
             self.transcript.item(item)
 
+    def _turn_item(self, item: h.Item) -> h.Item:
+        """The turn's first item carries the :class:`Thinking` blocks its response streamed (if any)."""
+        if self.thinking:
+            item[THINKING_KEY], self.thinking = self.thinking, []
+        return item
+
     def _commit_call(self, call: ToolCall) -> None:
         # A model (or server) that leaves a call_id empty or reuses one would break the call/output matching.
         base, n = call.call_id or "call", len(self.history)
         while not call.call_id or call.call_id in self.call_ids:
             call.call_id, n = f"{base}_{n}", n + 1
         self.call_ids.add(call.call_id)
-        self.commit(h.function_call(call.call_id, call.name, call.arguments))
+        self.commit(self._turn_item(h.function_call(call.call_id, call.name, call.arguments)))
 
     def _commit_text(self, text: str) -> str:
         """Commit a message's text (if any); return it as committed."""
         text = valid_text(text)
         if text:
-            self.commit(h.assistant_message(text))
+            self.commit(self._turn_item(h.assistant_message(text)))
             self.last_text = text
             self.emit(MessageDone, text)
         return text
