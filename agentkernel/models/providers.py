@@ -119,10 +119,10 @@ class Resolved:
         """Why a request would surely go without the key it needs (checked before a run starts), else None."""
         if api_key_env or not self.provider.key_env or os.environ.get(self.provider.key_env):
             return None
-        if self.base_url is not None and not self.provider.key_may_go_to(self.base_url):
+        if not same_url(self.base_url or self.provider.default_url() or "", self.provider.url or ""):
             return None  # another server: it gets no key, and may need none
-        return (f"{self.provider.key_env} is not set: set it in the kernel's environment, give --base-url for a local "
-                f"server that speaks the {self.provider.title} API, or use a scripted model")
+        return (f"{self.provider.key_env} is not set: set the key, give --base-url for a local server, "
+                "or use a scripted model")
 
     def model_object(self, **options: Any) -> Model:
         """The adapter for this model (its SDK imported now); ``options`` go to its constructor."""
