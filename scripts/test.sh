@@ -10,7 +10,7 @@ if ! command -v chromium >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
-python -m pip install -q --disable-pip-version-check -e '.[test,browser,mcp]'
+python -m pip install -q --disable-pip-version-check -e '.[test,browser,mcp,anthropic]'
 # The MCP tests' npm server (@modelcontextprotocol/server-everything, pinned in tests/mcp/package.json and its lock
 # file) into tests/mcp/node_modules: the tests start it with the machine's Node, without the network.
 npm ci --prefix tests/mcp --no-audit --no-fund --silent

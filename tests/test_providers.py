@@ -154,3 +154,13 @@ def test_the_magic_names_the_missing_key_and_the_missing_url(kernel: KernelSessi
     assert cell.status == "error" and "ANTHROPIC_API_KEY is not set" in cell.describe()
     cell = kernel.run("%%agent -m openai-compatible:qwen\nhello")
     assert cell.status == "error" and "needs --base-url" in cell.describe()
+
+
+def test_loading_the_extension_and_resolving_a_provider_import_no_sdk():
+    import subprocess
+    import sys
+
+    code = ("import sys, agentkernel, agentkernel.jupyter.magics; from agentkernel.models.providers import resolve; "
+            "resolve('anthropic:m'); resolve('gemini:m'); print(sorted({'openai', 'anthropic'} & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
