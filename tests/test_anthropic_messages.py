@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 from pathlib import Path
 
 import pytest
 from anthropic_server import error_body, messages_events, sent_key
-from openai_server import TEST_KEY, Reply, ScriptedServer, collect, lookup_tool, user_request, without_progress
+from openai_server import (
+    TEST_KEY,
+    Reply,
+    ScriptedServer,
+    StopAfterText,
+    collect,
+    lookup_tool,
+    user_request,
+    without_progress,
+)
 
 from agentkernel import StopSignal, run, validate_history
 from agentkernel.models import FunctionCallEvent, ModelError, ModelRequest, TextDelta, UsageEvent
@@ -158,26 +165,15 @@ def test_a_stream_that_ends_before_message_stop_is_a_model_error():
 
 def test_stop_mid_stream_closes_the_connection_promptly():
     stop = StopSignal()
-    stopped_at: list[float] = []
-    timers: list[threading.Timer] = []
-
-    def press_stop() -> None:
-        stopped_at.append(time.monotonic())
-        stop.set()
-
-    def on_event(event: object) -> None:
-        if isinstance(event, TextDelta) and not timers:
-            timers.append(threading.Timer(0.3, press_stop))
-            timers[0].start()
-
+    press = StopAfterText(stop)
     with ScriptedServer(Reply(messages_events([f"word{i} " for i in range(400)]), delay=0.02)) as server:
         try:
-            result = asyncio.run(run("talk slowly", model=model(server), stop=stop, on_event=on_event))
+            result = asyncio.run(run("talk slowly", model=model(server), stop=stop, on_event=press))
         finally:
-            for timer in timers:
-                timer.cancel()
+            press.cancel()
         assert server.disconnected.wait(2.0), "the server never saw the client go away"
-    assert server.disconnected_at is not None and server.disconnected_at - stopped_at[0] < 1.0
+    assert press.stopped_at is not None and server.disconnected_at is not None
+    assert server.disconnected_at - press.stopped_at < 1.0
     assert result.status == "aborted"
     validate_history(result.history)
 
