@@ -124,13 +124,28 @@ def test_max_tokens_ends_the_response_truncated():
     assert server.requests[0].body["max_tokens"] == 5
 
 
-def test_a_prompt_too_long_is_a_context_overflow_error():
-    too_long = Reply(status=400, body=error_body("invalid_request_error",
-                                                 "prompt is too long: 208310 tokens > 200000 maximum"))
-    with ScriptedServer(too_long) as server:
+@pytest.mark.parametrize(("text", "numbers"), [
+    ("prompt is too long: 208310 tokens > 200000 maximum", (200000, 208310)),
+    ("input length and `max_tokens` exceed context limit: 197969 + 21333 > 200000, decrease input length or "
+     "`max_tokens` and try again", (200000, 197969)),
+])
+def test_a_prompt_too_long_is_a_context_overflow_error(text, numbers):
+    with ScriptedServer(Reply(status=400, body=error_body("invalid_request_error", text))) as server:
         with pytest.raises(ContextOverflowError) as caught:
             asyncio.run(collect(model(server), user_request()))
-    assert (caught.value.window, caught.value.prompt_tokens) == (200000, 208310)
+    assert (caught.value.window, caught.value.prompt_tokens) == numbers
+
+
+def test_the_loop_compacts_after_an_overflow_and_the_retry_completes():
+    too_long = Reply(status=400, body=error_body("invalid_request_error",
+                                                 "prompt is too long: 5000 tokens > 4000 maximum"))
+    replies = [Reply(messages_events([], [("toolu_1", "lookup", ['{"word": "cat"}'])])), too_long,
+               Reply(messages_events(["cat: found."]))]
+    with ScriptedServer(*replies) as server:
+        result = asyncio.run(run("define cat", model=model(server), tools=[lookup_tool()]))
+    assert result.status == "complete", result.summary
+    assert result.compactions == 1 and len(server.requests) == 3
+    validate_history(result.history)
 
 
 def test_500_and_429_are_retried_then_succeed():
