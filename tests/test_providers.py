@@ -47,7 +47,8 @@ def test_each_provider_string_resolves_to_its_adapter_url_and_key(keys, spec, ap
     model = resolved.model_object()
     assert type(model) is cls
     assert model.base_url == url
-    assert model.name == spec.partition(":")[2] if ":" in spec and not spec.startswith("gpt") else spec
+    prefix, _, rest = spec.partition(":")
+    assert model.name == (rest if prefix in PROVIDERS else spec)
     expected = keys[key] if key else LOCAL_PLACEHOLDER_KEY
     assert model._key() == expected
 
