@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -170,6 +171,13 @@ def test_errors_after_the_retries_are_model_errors_without_the_key():
         with pytest.raises(ModelError, match=r"refused the key \(401 Unauthorized\)") as caught:
             asyncio.run(collect(model(server), user_request()))
     assert TEST_KEY not in str(caught.value)
+
+
+def test_an_error_event_mid_stream_is_a_model_error_in_the_servers_words():
+    overloaded = f"event: error\ndata: {json.dumps(error_body('overloaded_error', 'Overloaded'))}\n\n"
+    with ScriptedServer(Reply([*messages_events(["a"], end=False), overloaded])) as server:
+        with pytest.raises(ModelError, match="reported an error in the middle of its answer: Overloaded"):
+            asyncio.run(collect(model(server), user_request()))
 
 
 def test_a_stream_that_ends_before_message_stop_is_a_model_error():

@@ -175,6 +175,8 @@ class ApiModel:
         if isinstance(error, sdk.NotFoundError):
             return (f"the model API at {self.base_url} answered 404 Not Found (wrong model name or base URL?): "
                     f"{_server_message(error)}")
+        if isinstance(error, sdk.APIStatusError) and error.status_code < 400:  # an error event in a 200 stream
+            return f"the model API reported an error in the middle of its answer: {_server_message(error)}"
         if isinstance(error, sdk.APIStatusError):
             after = after if _was_retried(error.response) else ""
             if isinstance(error, sdk.RateLimitError):

@@ -119,10 +119,9 @@ def with_breakpoints(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     marked messages are copies."""
     marked = list(messages)
     ends = [len(marked) - 1]
-    assistant = max((i for i, m in enumerate(marked) if m["role"] == "assistant"), default=-1)
-    previous = max((i for i, m in enumerate(marked[:assistant]) if m["role"] == "user"), default=-1)
-    if previous >= 0:
-        ends.append(previous)
+    roles = [m["role"] for m in reversed(marked)]  # from the newest back
+    if "assistant" in roles and "user" in roles[roles.index("assistant"):]:
+        ends.append(len(marked) - 1 - roles.index("user", roles.index("assistant")))
     for index in ends:
         if index < 0 or not marked[index]["content"]:
             continue
