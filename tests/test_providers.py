@@ -157,6 +157,14 @@ def test_the_magic_names_the_missing_key_and_the_missing_url(kernel: KernelSessi
     assert cell.status == "error" and "needs --base-url" in cell.describe()
 
 
+def test_the_help_lists_the_providers_and_their_keys(kernel: KernelSession):
+    cell = kernel.run("%%agent?")
+    (page,) = [p for p in cell.reply["content"]["payload"] if p.get("source") == "page"]
+    flat = " ".join(page["data"]["text/plain"].split())
+    assert "PROVIDER:MODEL for another provider (" + ", ".join(PROVIDERS) + ";" in flat
+    assert all(key in flat for key in KEYS)
+
+
 def test_loading_the_extension_and_resolving_a_provider_import_no_sdk():
     import subprocess
     import sys
