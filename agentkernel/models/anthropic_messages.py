@@ -119,9 +119,13 @@ def with_breakpoints(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     marked messages are copies."""
     marked = list(messages)
     ends = [len(marked) - 1]
-    roles = [m["role"] for m in reversed(marked)]  # from the newest back
-    if "assistant" in roles and "user" in roles[roles.index("assistant"):]:
-        ends.append(len(marked) - 1 - roles.index("user", roles.index("assistant")))
+    after_assistant = False
+    for index in range(len(marked) - 1, -1, -1):  # from the newest back: a few steps
+        if marked[index]["role"] == "assistant":
+            after_assistant = True
+        elif after_assistant:
+            ends.append(index)
+            break
     for index in ends:
         if index < 0 or not marked[index]["content"]:
             continue
