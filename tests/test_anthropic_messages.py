@@ -74,6 +74,36 @@ def test_parallel_tool_calls_round_trip_matched_by_id_with_cache_breakpoints():
     assert sum(str(body).count("cache_control") for body in (second,)) == 3  # at most 4 are allowed
 
 
+def _unmarked(value):
+    """A request body's part without its cache breakpoints."""
+    if isinstance(value, list):
+        return [_unmarked(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _unmarked(v) for k, v in value.items() if k != "cache_control"}
+    return value
+
+
+def test_every_request_has_a_breakpoint_where_the_one_before_ended():
+    """What the cache needs to serve each request the previous one: the same tools and system, the previous request's
+    messages as this one's prefix, and a breakpoint at the block where the previous request ended (so the prefix
+    written then is read now), through rounds of one and of three parallel calls; never more than 4 breakpoints."""
+    rounds = [[("t1", "lookup", ['{"word": "a"}'])],
+              [(f"t{i}", "lookup", [f'{{"word": "{i}"}}']) for i in (2, 3, 4)],
+              [("t5", "lookup", ['{"word": "b"}'])]]
+    replies = [Reply(messages_events([f"round {n}"], calls)) for n, calls in enumerate(rounds)]
+    with ScriptedServer(*replies, Reply(messages_events(["done"]))) as server:
+        result = asyncio.run(run("go", model=model(server), tools=[lookup_tool()], system="sys"))
+    assert result.status == "complete", result.summary
+    bodies = [r.body for r in server.requests]
+    for before, after in zip(bodies, bodies[1:], strict=False):
+        assert (after["tools"], after["system"]) == (before["tools"], before["system"])
+        end = len(before["messages"]) - 1
+        assert _unmarked(after["messages"][:end + 1]) == _unmarked(before["messages"])
+        assert after["messages"][end]["content"][-1]["cache_control"] == CACHE
+        assert after["messages"][-1]["content"][-1]["cache_control"] == CACHE
+        assert str(after).count("cache_control") <= 4
+
+
 def test_caching_can_be_switched_off():
     with ScriptedServer(Reply(messages_events(["ok"]))) as server:
         asyncio.run(collect(model(server, cache=False), user_request()))
