@@ -112,6 +112,16 @@ def test_the_environment_url_gets_its_own_providers_key_and_no_other(keys, monke
     assert not any(key in value for value in headers.values() for key in others)
 
 
+def test_anthropic_custom_headers_go_only_where_the_key_may_go(keys, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_CUSTOM_HEADERS", "X-Gateway-Token: gateway-0123456789\nX-Team: blue")
+    headers = _first_request("anthropic:m", "http://x/v1")
+    assert "x-gateway-token" not in headers and "x-team" not in headers
+    with ScriptedServer(Reply(messages_events(["ok"]))) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url.removesuffix("/v1"))
+        asyncio.run(collect(resolve("anthropic:m").model_object(), user_request()))
+    assert server.requests[0].headers["x-gateway-token"] == "gateway-0123456789"
+
+
 def test_a_missing_key_for_the_providers_own_url_is_a_clear_error(monkeypatch):
     from agentkernel.models import ModelError
 

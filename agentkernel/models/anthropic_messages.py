@@ -4,6 +4,7 @@ caching on: every request reads the one before it from the cache."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any, cast
@@ -202,10 +203,15 @@ class AnthropicMessagesModel(ApiModel):
         return client
 
     def _new_client(self, api_key: str) -> anthropic.AsyncAnthropic:
-        # Both given explicitly, so that the SDK's own reading of ANTHROPIC_BASE_URL / ANTHROPIC_AUTH_TOKEN never
-        # sends a key elsewhere than the provider's rules allow.
+        # The key and URL are given explicitly, so that the SDK's own reading of ANTHROPIC_BASE_URL and
+        # ANTHROPIC_AUTH_TOKEN never sends a credential elsewhere than the provider's rules allow; the headers of
+        # $ANTHROPIC_CUSTOM_HEADERS (a gateway's credentials, say), which the SDK adds to every request, go only
+        # where the key may go.
+        kept = self.provider.key_may_go_to(self._base_url)
+        omitted = {} if kept else {name: anthropic.Omit() for name in _custom_header_names()}
         return anthropic.AsyncAnthropic(api_key=api_key, auth_token=None, base_url=self._root(),
-                                        max_retries=self._max_retries, timeout=self._timeout)
+                                        max_retries=self._max_retries, timeout=self._timeout,
+                                        default_headers=cast(dict[str, str], omitted) or None)  # Omit: drop it
 
     def _root(self) -> str:
         return self._base_url or self.provider.default_url() or ANTHROPIC.url or ""
@@ -300,6 +306,12 @@ class AnthropicMessagesModel(ApiModel):
             yield _usage_event(usage)
         if stop in TRUNCATING_STOP_REASONS:
             yield Truncation(stop)
+
+
+def _custom_header_names() -> list[str]:
+    """The header names in ``$ANTHROPIC_CUSTOM_HEADERS`` (``Name: value`` lines), as the SDK reads them."""
+    lines = (os.environ.get("ANTHROPIC_CUSTOM_HEADERS") or "").split("\n")
+    return [line.split(":", 1)[0].strip() for line in lines if ":" in line]
 
 
 def _read_usage(usage: dict[str, int], reported: Any) -> None:
