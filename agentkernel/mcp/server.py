@@ -26,7 +26,6 @@ from pydantic import create_model
 from .._version import __version__
 from ..errors import AgentConfigError
 from ..record.images import MAX_IMAGES_PER_CALL, model_image
-from ..redact import known_secrets, redact_text
 from ..tools import Tool, ToolOutput
 from ..tools.schemas import Arguments
 from .config import MCPConfig, ServerEntry, load_config, parse_config
@@ -280,9 +279,9 @@ class MCPServer:
             if result.images and on_images is not None:
                 on_images(result.images)
             if result.is_error:
-                raise MCPToolError(redact_text(result.text, known_secrets()))
+                raise MCPToolError(result.text)
             if not (model_images and result.images):
-                return redact_text(result.text, known_secrets())
+                return result.text
             text, sent = result.text, []
             for index, image in enumerate(result.images):
                 if index == MAX_IMAGES_PER_CALL:
@@ -292,7 +291,6 @@ class MCPServer:
                 text = text.replace(image.note, f"{image.note[:-1]}, {note}]", 1)
                 if ready is not None:
                     sent.append(ready)
-            text = redact_text(text, known_secrets())
             return ToolOutput(text, sent) if sent else text
 
         call.__name__ = call.__qualname__ = name

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import openai
 
 from ..record.history import Item
-from ..redact import known_secrets, redact_text, without_credentials
+from ..secrets import MIN_SECRET_CHARS, redact_text, without_credentials
 from ..text import short
 from .base import ContextOverflowError, ModelError
 from .overflow import overflow_numbers
@@ -179,7 +179,9 @@ class OpenAIModelBase:
         """The keys this model may send (to keep them out of messages and recordings)."""
         client_key = self._client.api_key if self._client is not None else None
         named = os.environ.get(self._api_key_env) if self._api_key_env else None
-        return [k for k in known_secrets(self._api_key, named, client_key) if k != LOCAL_PLACEHOLDER_KEY]
+        keys = (self._api_key, named, client_key)
+        return [k for k in dict.fromkeys(keys)
+                if k and len(k) >= MIN_SECRET_CHARS and k != LOCAL_PLACEHOLDER_KEY]
 
     def _redact(self, text: str) -> str:
         return redact_text(text, self.secrets())

@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ..secrets import KERNEL
 from ..text import cut
 from .base import (
     MAX_OUTPUT_CHARS,
@@ -114,7 +115,11 @@ async def run_call(
     timeouts: Timeouts | None = None,
     approved: set[str] | None = None,
 ) -> None:
-    """Run one call and fill in its status and output (cut to the tool's limit); never raises for a tool's failure.
+    """Run one call and fill in its status and output (redacted, then cut to the tool's limit); never raises for a
+    tool's failure.
+
+    Every tool's output and error is redacted here, against the kernel's secret set as it is now (see
+    :mod:`agentkernel.secrets`): whatever the tool, no value of the set reaches the model, the panel or a record.
 
     ``approved`` holds the names of the tools approved for the rest of the run: their calls are not asked about,
     and an approver's ``Decision(approve=True, for_run=True)`` adds to it.
@@ -126,6 +131,7 @@ async def run_call(
         status, output = await _outcome(call, tool, tools, approve, timeouts, approved)
         if isinstance(output, ToolOutput):
             call.images, output = output.images, output.text
+        output = KERNEL.refresh().redact(output)  # before the cut, so that no part of a secret is left
         limit = tool.max_output_chars if tool else MAX_OUTPUT_CHARS
         call.status, call.output = status, cut(output, limit) if limit else output
     finally:
