@@ -159,12 +159,14 @@ class SecretSet:
         index = self._index
         if index:
             words = array("I", data + bytes(-len(data) % GRAM))
-            if not index.keys().isdisjoint(words):
-                for i, word in enumerate(words):
-                    for k, form, shown in index.get(word, ()):
-                        start = i * GRAM - k
-                        if start >= 0 and data.startswith(form, start):
-                            spans.append((start, start + len(form), shown))
+            for word in index.keys() & set(words):  # rarely any: then each place it is found is checked
+                gram, at = word.to_bytes(GRAM, sys.byteorder), -1
+                while (at := data.find(gram, at + 1)) >= 0:
+                    if at % GRAM:  # the words are those at multiples of 4
+                        continue
+                    for k, form, shown in index[word]:
+                        if at >= k and data.startswith(form, at - k):
+                            spans.append((at - k, at - k + len(form), shown))
         if shapes:  # after the secrets: a named secret shaped like a key keeps its name (the sort below is stable)
             spans += [(m.start("userinfo"), m.end(), b"") if m.lastgroup == "userinfo"
                       else (m.start(), m.end(), MARKER_BYTES) for m in _SHAPES.finditer(data)]

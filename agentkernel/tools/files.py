@@ -140,7 +140,7 @@ class PathPolicy:
 
     def _refuse_secrets(self, located: _Located, tool: str, given: str) -> None:
         """Raise if the file is a well-known secret file (by its own name or by its target's) and those are off."""
-        if not self.allow_secret_files and (is_secret_file(located.path) or is_secret_file(Path(given))):
+        if not self.allow_secret_files and (_holds_secrets(located.path) or is_secret_file(Path(given))):
             done = "searched" if tool == "search_text" else "read"
             raise PermissionError(f"{tool}: {located.show()} holds secrets and is not {done}; the model may use its "
                                   "variables by name")
@@ -251,9 +251,9 @@ class PathPolicy:
             self._refuse_secrets(located, "search_text", path)
         deadline = time.monotonic() + self.search_seconds  # listing the files counts against the limit too
         files = [located.path] if explicit else self._listed(located, deadline, cancelled)
-        secret = [] if explicit or self.allow_secret_files else [f for f in files if is_secret_file(f)]
+        secret = [] if explicit or self.allow_secret_files else [f for f in files if _holds_secrets(f)]
         if secret:
-            files = [f for f in files if not is_secret_file(f)]
+            files = [f for f in files if f not in secret]
         if time.monotonic() >= deadline:
             return (f"[search stopped at its {self.search_seconds:g}-second limit while listing the files under "
                     f"{located.show()!r} ({len(files):,} so far), before searching any: narrow the path]")
@@ -323,6 +323,14 @@ def is_secret_file(path: Path) -> bool:
         folders = parts[:-1]
         return ".aws" in folders or any(folders[i:i + 2] == (".config", "gcloud") for i in range(len(folders)))
     return False
+
+
+def _holds_secrets(path: Path) -> bool:
+    """:func:`is_secret_file` by the file's name or by its target's (a symlink to ``.env`` is ``.env``)."""
+    try:
+        return is_secret_file(path) or is_secret_file(path.resolve())
+    except (OSError, RuntimeError):
+        return is_secret_file(path)
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:
