@@ -180,6 +180,16 @@ class SecretSet:
         parts.append(data[end:])
         return b"".join(parts).decode("utf-8", "surrogatepass")
 
+    def redact_value(self, value: Any) -> Any:
+        """:meth:`redact` applied to every string inside a JSON-like value (dicts, lists)."""
+        return map_strings(value, self.redact)
+
+    def redact_bundle(self, data: dict[str, Any]) -> dict[str, Any]:
+        """A display's MIME bundle with every text part redacted (text/plain, text/html, JSON, SVG, ...); base64
+        data (``image/png`` and the other raster images, PDF) is left as it is: it is not text, and a key found in
+        it by chance would be a coincidence that redacting would turn into a broken image."""
+        return {mime: value if _is_binary(mime) else self.redact_value(value) for mime, value in data.items()}
+
     def holds(self, value: str) -> bool:
         return any(value == secret for _, secret in self.secrets)
 
@@ -286,15 +296,7 @@ def redact_text(text: str, also: Iterable[str | None] = ()) -> str:
 
 def redact(value: Any, also: Iterable[str | None] = ()) -> Any:
     """:func:`redact_text` applied to every string inside a JSON-like value (dicts, lists)."""
-    secrets = KERNEL.current.with_values(also, "MODEL_KEY")
-    return map_strings(value, secrets.redact)
-
-
-def redact_bundle(data: dict[str, Any]) -> dict[str, Any]:
-    """A display's MIME bundle with every text part redacted (text/plain, text/html, JSON, SVG, ...); base64 data
-    (``image/png`` and the other raster images, PDF) is left as it is: it is not text, and a key found in it by
-    chance would be a coincidence that redacting would turn into a broken image."""
-    return {mime: value if _is_binary(mime) else redact(value) for mime, value in data.items()}
+    return KERNEL.current.with_values(also, "MODEL_KEY").redact_value(value)
 
 
 def _is_binary(mime: str) -> bool:
