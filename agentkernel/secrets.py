@@ -259,8 +259,10 @@ class KernelSecrets:
         self.refresh()
 
     def configure(self, *, keys: Mapping[str, str | None] | None = None, env_names: Iterable[str] = ()) -> SecretSet:
-        """At a run's start: the keys of its model and MCP entries (by name) and the ``secret_env`` names."""
-        self._configured = {n: v for n, v in (keys or {}).items() if isinstance(v, str) and len(v) >= MIN_SECRET_CHARS}
+        """At a run's start: the keys of its model and MCP entries (by name; None keeps those configured before)
+        and the ``secret_env`` names."""
+        if keys is not None:
+            self._configured = {n: v for n, v in keys.items() if isinstance(v, str) and len(v) >= MIN_SECRET_CHARS}
         self._env_names = tuple(env_names)
         return self.refresh()
 

@@ -7,16 +7,19 @@ import asyncio
 import base64
 import json
 import socket
+import subprocess
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from mcp_servers import git_repository, need
 
 import agentkernel
 from agentkernel import Call, RecordingModel, ReplayModel, ScriptedModel, run, tool
 from agentkernel.loop import DEFAULT_SYSTEM_PROMPT
+from agentkernel.mcp import connect
 from agentkernel.mcp.config import parse_config
 from agentkernel.models.base import ModelRequest
 from agentkernel.secrets import (
@@ -231,3 +234,21 @@ def test_the_file_tools_refuse_secret_files_and_list_them(tmp_path: Path, monkey
     assert ".env" in call("list_dir").splitlines()
     # Allowed, they are read; the runner redacts what they hold like any output.
     assert call("read_file", allow=True, path=".env") == f"UNIT_TEST_TOKEN={VALUE}"
+
+
+def test_an_mcp_tool_s_result_is_redacted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    need("mcp-server-git")
+    monkeypatch.setenv("UNIT_TEST_TOKEN", VALUE)
+    repo = git_repository(tmp_path / "repo")
+    subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q",
+                    "--allow-empty", "-m", f"rotate {VALUE}"], check=True)
+    entry = {"command": "mcp-server-git", "args": ["--repository", str(repo)], "trustAnnotations": True}
+
+    async def main() -> list[str]:
+        async with connect({"mcpServers": {"git": entry}}, "git") as server:
+            model = ScriptedModel([Call("git__git_log", {"repo_path": str(repo)}), "done"])
+            result = await run("go", model=model, tools=server.tools(), approve=lambda call, tool: True)
+        return [i["output"] for i in result.history if i["type"] == "function_call_output"]
+
+    (log,) = asyncio.run(main())
+    assert "rotate [secret $UNIT_TEST_TOKEN]" in log and VALUE not in log

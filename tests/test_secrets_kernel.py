@@ -29,15 +29,17 @@ SLACK = "xoxb-SlackBotTokenValue-0123456789"
 DB_PASSWORD = "pg-pass/word@123456"
 NOTEBOOK = "correct-horse-battery-staple"
 VAULT = "vault-value-0123456789-abcdef"
+PLAIN = "plain-setting-named-by-secret-env"
 VALUES = {"GITHUB_TOKEN": GH, "AWS_SECRET_ACCESS_KEY": AWS, "HF_TOKEN": HF, "SLACK_BOT_TOKEN": SLACK,
-          "DATABASE_URL": DB_PASSWORD, "db_password": NOTEBOOK, "vault": VAULT}
+          "DATABASE_URL": DB_PASSWORD, "db_password": NOTEBOOK, "vault": VAULT, "PLAIN_SETTING": PLAIN}
 
 SETUP = f"""\
 import os
 from urllib.parse import quote
 os.environ.update(GITHUB_TOKEN={GH!r}, AWS_SECRET_ACCESS_KEY={AWS!r}, HF_TOKEN={HF!r}, SLACK_BOT_TOKEN={SLACK!r},
                   DATABASE_URL="postgres://me:" + quote({DB_PASSWORD!r}, safe="") + "@db.example/app",
-                  GOOGLE_APPLICATION_CREDENTIALS=os.path.abspath("config.txt"), OPENAI_API_KEY={TEST_KEY!r})
+                  PLAIN_SETTING={PLAIN!r}, GOOGLE_APPLICATION_CREDENTIALS=os.path.abspath("config.txt"),
+                  OPENAI_API_KEY={TEST_KEY!r})
 token = os.environ["GITHUB_TOKEN"]
 db_password = {NOTEBOOK!r}
 vault_value = {VAULT!r}
@@ -60,6 +62,7 @@ print("basic", base64.b64encode(f"me:{seen}".encode()).decode())
 password = urllib.parse.unquote(urllib.parse.urlsplit(os.environ["DATABASE_URL"]).password)
 print("plain", password, "quoted", urllib.parse.quote(password, safe=""))
 print("aws", os.environ["AWS_SECRET_ACCESS_KEY"], file=sys.stderr)
+print("plain", os.environ["PLAIN_SETTING"])
 print("credentials file", os.environ["GOOGLE_APPLICATION_CREDENTIALS"])
 display(Markdown(f"**{db_password}**"))
 os.environ["HF_TOKEN"]"""
@@ -127,7 +130,9 @@ def test_naming_secrets_and_listing_them_never_shows_a_value(kernel: KernelSessi
     kernel.ok("short_one = 'abc'")
     assert "shorter than 8 characters" in kernel.ok("%agent_secret short_one").stdout
     assert "no environment variable or notebook variable" in kernel.run("%agent_secret nothing_here").describe()
+    kernel.ok("%config AgentMagics.secret_env = ['PLAIN_SETTING', 'UNSET_SETTING']")
     listing = kernel.ok("%agent_secret").stdout
+    assert "secret_env names UNSET_SETTING, which is not set: it is not treated as a secret" in listing
     for name in VALUES:
         assert name in listing, listing
     assert not leaks(listing) and "short_one" not in listing, listing
@@ -155,6 +160,7 @@ def test_no_road_out_carries_a_value_and_each_carries_its_marker(kernel: KernelS
     assert "basic bWU6[secret $GITHUB_TOKEN]" in out["c1"]  # base64 of "me:<token>": "me:" is bWU6
     assert "plain [secret $DATABASE_URL] quoted [secret $DATABASE_URL]" in out["c1"]
     assert "aws [secret $AWS_SECRET_ACCESS_KEY]" in out["c1"] and "[secret $HF_TOKEN]" in out["c1"]
+    assert "plain [secret $PLAIN_SETTING]" in out["c1"]  # named by %config AgentMagics.secret_env
     assert "credentials file /" in out["c1"]  # the path of an existing file is no secret, whatever its name
     assert "refused [secret $vault]" in out["c2"]
     assert "[secret $db_password]" in out["c3"] and "[secret $GITHUB_TOKEN]" in out["c4"]

@@ -166,7 +166,9 @@ class AgentMagics(Magics):
         values)."""
         names = line.split()
         if not names:
-            secrets = KERNEL.refresh()
+            secret_env = self.parse("", None)[0].secret_env
+            self.note_short(secret_env)
+            secrets = KERNEL.configure(env_names=secret_env)
             listed = ", ".join(sorted(secrets.names)) or "none"
             print(f"secrets kept from the model ({len(secrets.names)}): {listed}")
             return
