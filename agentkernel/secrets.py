@@ -216,6 +216,7 @@ class KernelSecrets:
         self._env_names: tuple[str, ...] = ()  # %config AgentMagics.secret_env
         self._set = SecretSet()
         self._fresh = False
+        self._environment: tuple[object, tuple[str, ...], dict[str, str]] | None = None  # (snapshot, names, found)
 
     @property
     def current(self) -> SecretSet:
@@ -232,7 +233,7 @@ class KernelSecrets:
                 continue
             if isinstance(value, str) and len(value) >= MIN_SECRET_CHARS:
                 found[name] = value
-        for source in (self._added, environment_secrets(named=self._env_names), self._configured):
+        for source in (self._added, self._environment_secrets(), self._configured):
             for name, value in source.items():
                 found.setdefault(name, value)
         secrets = tuple(found.items())
@@ -241,6 +242,15 @@ class KernelSecrets:
                 self._set = SecretSet(secrets, self._set.version + 1)
             self._fresh = True
             return self._set
+
+    def _environment_secrets(self) -> dict[str, str]:
+        """:func:`environment_secrets`, looked at again only when the environment or the names changed (copying and
+        comparing the environment costs a few microseconds; reading it, ten times more)."""
+        raw = getattr(os.environ, "_data", None)  # the bytes os.environ decodes on each access
+        snapshot = dict(raw) if isinstance(raw, dict) else dict(os.environ)
+        if self._environment is None or self._environment[:2] != (snapshot, self._env_names):
+            self._environment = (snapshot, self._env_names, environment_secrets(named=self._env_names))
+        return self._environment[2]
 
     def add(self, value: str, name: str = "secret") -> str:
         """Treat ``value`` as a secret shown as ``[secret $name]``; returns the marker. A value shorter than
