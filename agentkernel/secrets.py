@@ -174,9 +174,10 @@ class SecretSet:
             return text
         parts, end = [], 0
         for start, stop, shown in sorted(spans, key=lambda span: (span[0], -span[1])):
-            if start >= end:  # leftmost first, the longest of those starting together; overlaps are one secret
+            if start >= end:  # leftmost first, the longest of those starting together
                 parts += [data[end:start], shown]
-                end = stop
+            # Overlapping secrets are replaced together (by the first one's marker): no part of either is left.
+            end = max(end, stop)
         parts.append(data[end:])
         return b"".join(parts).decode("utf-8", "surrogatepass")
 

@@ -100,6 +100,17 @@ def test_a_value_is_replaced_wherever_it_stands(value: str, before: str, after: 
     assert value not in redacted or value in "[secret $S]"
 
 
+SMALL = st.text(alphabet="abcd=/:_", max_size=12)  # few letters: values overlap, repeat and touch each other
+
+
+@given(st.lists(st.text(alphabet="abcd=/:_", min_size=MIN_SECRET_CHARS, max_size=12), min_size=1, max_size=4),
+       st.lists(st.tuples(SMALL, st.integers(0, 3)), max_size=6))
+def test_no_value_is_left_whatever_overlaps(values: list[str], pieces: list[tuple[str, int]]):
+    text = "".join(piece + values[i % len(values)] for piece, i in pieces)
+    redacted = SecretSet(tuple((f"S{i}", v) for i, v in enumerate(values)), 1).redact(text)
+    assert not [v for v in values if v in redacted], redacted
+
+
 @given(st.binary(max_size=5), st.text(alphabet=st.characters(codec="utf-8"), min_size=MIN_SECRET_CHARS, max_size=40),
        st.binary(max_size=5))
 def test_base64_of_a_value_is_replaced_at_every_alignment(before: bytes, value: str, after: bytes):
@@ -123,6 +134,8 @@ def test_the_longest_secret_wins_and_names_are_kept():
     assert s.redact("https://me:pw@host/x") == "https://host/x"
     assert s.redact("\udcff lone abcdefgh") == "\udcff lone [secret $SHORT]"  # lone surrogates survive
     assert s.redact("nothing here") == "nothing here"
+    overlapping = secret_set(LEFT="abcdefgh", RIGHT="efghijklmn")
+    assert overlapping.redact("<abcdefghijklmn>") == "<[secret $LEFT]>"  # no part of RIGHT is left
 
 
 # -- the kernel's set ------------------------------------------------------------------------------------------
