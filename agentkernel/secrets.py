@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import html
 import json
 import os
 import re
@@ -101,10 +102,10 @@ def environment_secrets(environ: Mapping[str, str] | None = None,
 
 
 def variants(value: str) -> set[str]:
-    """The forms a value takes in text: as written, URL-encoded, JSON- and repr-escaped, and base64-encoded at
-    each of the three alignments (only the characters that do not depend on the bytes around it)."""
+    """The forms a value takes in text: as written, URL-encoded, JSON-, repr- and HTML-escaped, and base64-encoded
+    at each of the three alignments (only the characters that do not depend on the bytes around it)."""
     forms = {value, quote(value, safe=""), quote(value), quote_plus(value), json.dumps(value)[1:-1],
-             repr(value)[1:-1]}
+             json.dumps(value, ensure_ascii=False)[1:-1], repr(value)[1:-1], html.escape(value)}
     raw = value.encode("utf-8", "surrogatepass")
     for offset in range(3):
         start = -(-offset * 8 // 6)  # the first character whose bits all come from the value

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import html
 import json
 import socket
 import subprocess
@@ -122,6 +123,7 @@ def test_every_form_of_a_value():
     value = "p@ss/w0rd:é'\"x"
     s = secret_set(DB=value)
     for form in (value, quote(value, safe=""), quote(value), json.dumps(value)[1:-1], repr(value)[1:-1],
+                 json.dumps(value, ensure_ascii=False)[1:-1], html.escape(value),
                  base64.b64encode(f"user:{value}".encode()).decode(),
                  base64.urlsafe_b64encode(value.encode()).decode()):
         assert "[secret $DB]" in s.redact(f"<{form}>"), form
