@@ -1,5 +1,6 @@
-"""The kernel tools: the agent sees the notebook's variables, inspects values, reads the last error and the last
-cells (read-only), and runs code in the kernel behind approval (``run_python``).
+"""The kernel tools: the agent sees the notebook's variables, inspects values, reads the last error (read-only),
+and runs code in the kernel behind approval (``run_python``). The notebook's cells are
+:mod:`.notebook_tools`'s.
 
 They need the IPython shell, so they live in the Jupyter layer and are built per run::
 
@@ -29,9 +30,11 @@ from ...text import cut, short, take_lines
 from ...tools import MAX_OUTPUT_CHARS, Tool, ToolOutput, in_thread, tool
 from .code_runner import IMAGE_TYPES, CodeRunner, Execution, Output
 from .describe import describe, one_line, size_hint, type_name
+from .notebook_tools import NOTEBOOK_TOOL_NAMES
 from .tracebacks import cell_names, cell_number, format_error
 
-KERNEL_TOOL_NAMES = ("list_variables", "inspect_variable", "last_error", "notebook_cells", "run_python")
+KERNEL_TOOL_NAMES = ("list_variables", "inspect_variable", "last_error", *NOTEBOOK_TOOL_NAMES, "run_python")
+"""The kernel tools of every run (the notebook tools are :mod:`.notebook_tools`'s)."""
 RUN_PYTHON_TIMEOUT = 300.0
 """Seconds a run_python call may take before it is stopped like an aborted one."""
 """Images one run_python call sends the model; the placeholders of the others say they were not sent."""
@@ -65,11 +68,14 @@ class KernelTools:
         self.running_call_id = ""
         self.rich_outputs: list[Output] = []
         """The rich outputs (images, HTML) of every run_python call, in order."""
+        self.executed_calls: list[tuple[str, str]] = []
+        """(call_id, code) of each piece of code run_python ran, in order (``--cells`` writes them)."""
+        # The input history (once the notebook_cells tool) is what read_notebook shows where no notebook is known;
+        # --tools notebook_cells names read_notebook.
         self.tools: list[Tool] = [
             tool(self.list_variables),
             tool(self.inspect_variable),
             tool(self.last_error),
-            tool(self.notebook_cells),
             tool(self.run_python, read_only=False, timeout=RUN_PYTHON_TIMEOUT),
         ]
 
@@ -129,8 +135,9 @@ class KernelTools:
             return "no error so far: no notebook cell has raised an exception in this kernel"
         return _redacted(self._describe_error(error))
 
-    def notebook_cells(self, count: int = 5) -> str:
-        """The inputs of the last executed notebook cells (before this one), with the text of their Out values.
+    def input_history(self, count: int = 5) -> str:
+        """The inputs of the last executed notebook cells (before this one), with the text of their Out values
+        (what read_notebook shows where no notebook is known).
 
         Args:
             count: how many cells, counted back from the current one (at most 50)
@@ -163,7 +170,12 @@ class KernelTools:
         if re.match(r"\s*%%?agent\b", code):
             raise ValueError("run_python does not start another %%agent run")
         call_id = self.running_call_id
-        execution = await self.runner.run(code)
+        ran = len(self.runner.executed)
+        try:
+            execution = await self.runner.run(code)
+        finally:
+            if len(self.runner.executed) > ran:
+                self.executed_calls.append((call_id, self.runner.executed[-1]))
         secrets = known_secrets()
         for output in execution.outputs:  # before anything shows, saves or sends them (a title may hold the key)
             if output.kind in ("display", "value"):
