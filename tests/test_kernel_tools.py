@@ -172,7 +172,7 @@ def test_api_keys_never_reach_the_model(kernel: KernelSession):
     key = "sk-test-" + "k3y" * 8
     kernel.ok(f"os.environ['OPENAI_API_KEY'] = {key!r}\nsecret_config = {{'api_key': {key!r}}}")
     calls = [("list_variables", {}), ("inspect_variable", {"name": "secret_config"}),
-             ("inspect_variable", {"name": "os.environ"}), ("notebook_cells", {"count": 3}),
+             ("inspect_variable", {"name": "os.environ"}), ("read_notebook", {"count": 3}),
              ("run_python", {"code": "print(os.environ['OPENAI_API_KEY'])"})]
     kernel.ok("import os")
     texts = ok_outputs(kernel, agent(kernel, calls, "--allow-writes"))
