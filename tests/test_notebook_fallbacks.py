@@ -99,8 +99,8 @@ def test_add_cell_queues_cells_for_one_set_next_input_payload_with_the_cells_cod
                              ("run_python", {"code": "rain = {'Oslo': 3}"})], "--allow-writes --cells")
     first, second, _ = kernel.value("outputs()")
     assert first.startswith("[no notebook extension answers here")
-    assert "queued, not added yet" in first and "the 1 queued cell become ONE new code cell" in first
-    assert "the 2 queued cells become ONE new code cell" in second and not second.startswith("[no notebook")
+    assert "queued, not added yet" in first and "the queued cells (1 so far) become ONE new code cell" in first
+    assert "the queued cells (2 so far) become ONE new code cell" in second and not second.startswith("[no notebook")
     payloads = cell.reply["content"]["payload"]
     assert [p["source"] for p in payloads] == ["set_next_input"]  # one payload for the queued cells and --cells
     assert payloads[0]["text"] == ("# ## Findings\n#\n# Oslo is wettest.\n\nwettest = max(rain, key=rain.get)\n\n"

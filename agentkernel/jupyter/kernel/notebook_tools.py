@@ -122,7 +122,7 @@ class NotebookTools:
         if await self.front_end() is None:
             self.queued.append((cell_type, source))
             return (f"{self.absence_note()}queued, not added yet: this front end cannot insert cells, so when the run "
-                    f"ends the {len(self.queued)} queued cell{'s' * (len(self.queued) != 1)} become ONE new code "
+                    f"ends the queued cells ({len(self.queued)} so far) become ONE new code "
                     "cell below this one (IPython's set_next_input, which VS Code and terminal IPython show; "
                     "Markdown as # comments; headless runners such as nbclient drop it). It has no id to edit.")
         anchor = after or self.anchor or await self.agent_cell_id()
@@ -244,9 +244,8 @@ class NotebookTools:
         if self.told:
             return ""
         self.told = True
-        return (f"[no notebook extension answers here ({self.bridge.absent}): VS Code, Colab, nbclient/papermill, "
-                "terminal IPython or JupyterLab without agentkernel's extension. read_notebook reads the saved "
-                "file, add_cell queues cells for the run's end, edit_cell cannot edit.]\n")
+        return (f"[no notebook extension answers here ({self.bridge.absent}): read_notebook reads the saved file, "
+                "add_cell queues cells for the run's end, edit_cell cannot edit]\n")
 
     async def read_live(self) -> Reading:
         reply = await self.bridge.request("read")
