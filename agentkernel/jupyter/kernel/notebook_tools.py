@@ -18,10 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ...events import Event, RunStarted, ToolCallStarted
 from ...redact import known_secrets, redact_text
 from ...text import cut, load_arguments
-from ...tools import MAX_OUTPUT_CHARS, Tool, ToolCall, tool
+from ...tools import MAX_OUTPUT_CHARS, Tool, ToolCall, ToolContext, ToolError, tool
 from .cells import Cell, Reading, read_saved, saved_path
 from .notebook import ExecuteRequest, FrontEnd, NotebookBridge, NotebookUnavailable
 
@@ -30,10 +29,9 @@ MAX_CELLS = 50
 CELL_SOURCE_CHARS = 3000
 CELL_OUTPUT_CHARS = 1000
 DIFF_CHARS = 3000
-WRITING_TOOLS = ("add_cell", "edit_cell")
 
 
-class CellNotWritten(Exception):
+class CellNotWritten(ToolError):
     """add_cell or edit_cell changed nothing: the message says why."""
 
 
@@ -49,8 +47,7 @@ class NotebookTools:
     """The notebook tools of one run, bound to an IPython shell and the running cell's execute request.
 
     ``live`` is False when the cell does not await (the front end's answers could not arrive): the fallbacks
-    apply at once. ``history(count)`` describes the kernel's input history, for when no notebook is known. It is a
-    loop listener (the run's id, and the id of the add_cell / edit_cell call running).
+    apply at once. ``history(count)`` describes the kernel's input history, for when no notebook is known.
     """
 
     def __init__(self, shell: Any, request: ExecuteRequest, history: Callable[[int], str], *, live: bool = True):
@@ -65,20 +62,11 @@ class NotebookTools:
         self.anchor = ""  # the last cell this run put at the default place: the next one goes below it
         self.agent_cell = request.cell_id
         self.queued: list[tuple[str, str]] = []  # (cell_type, source) of add_cell calls with no extension
-        # TODO(One road): take run_id and call_id from the ToolContext the tools are handed, not from events.
-        self.run_id = ""
-        self.call_id = ""
         self.tools: list[Tool] = [
             tool(self.read_notebook),
             tool(self.add_cell, read_only=False),
             tool(self.edit_cell, read_only=False),
         ]
-
-    def __call__(self, event: Event) -> None:
-        if isinstance(event, RunStarted):
-            self.run_id = event.run_id
-        elif isinstance(event, ToolCallStarted) and event.call.name in WRITING_TOOLS:
-            self.call_id = event.call.call_id  # side-effecting calls run one at a time: this one runs next
 
     # -- the tools -------------------------------------------------------------------------------------------
 
@@ -109,7 +97,8 @@ class NotebookTools:
                     "the last save are not seen")
         return _redacted(self.listing(reading, start, min(count, MAX_CELLS), head, live=front_end is not None))
 
-    async def add_cell(self, source: str, cell_type: Literal["code", "markdown"] = "code", after: str = "") -> str:
+    async def add_cell(self, source: str, ctx: ToolContext, cell_type: Literal["code", "markdown"] = "code",
+                       after: str = "") -> str:
         """Add a cell to the notebook; it is not run. By default it goes below the cell running this agent and below
         the cells added before in this run, so they read in the order written. Returns the new cell's id. Each call
         needs the user's approval.
@@ -130,7 +119,7 @@ class NotebookTools:
             raise CellNotWritten("not added: the cell running this agent is not known here; give after= the id of "
                                  "a cell from read_notebook")
         reply = await self.bridge.request("insert", after=anchor, cell_type=cell_type, source=source,
-                                          metadata=self.metadata())
+                                          metadata=_metadata(ctx.run_id, ctx.call_id))
         if not reply.get("ok"):
             raise CellNotWritten(f"not added: {_refusal(reply)}")
         cell_id = str(reply.get("cell_id"))
@@ -140,7 +129,7 @@ class NotebookTools:
         return (f"added a {cell_type} cell, id {cell_id}, at index {reply.get('index')} (below cell {anchor}). "
                 "It has not run: the user runs it (run_python runs code now).")
 
-    async def edit_cell(self, cell_id: str, source: str) -> str:
+    async def edit_cell(self, cell_id: str, source: str, ctx: ToolContext) -> str:
         """Replace the source of a notebook cell; it is not run. Read the cell first (read_notebook): the edit is
         refused if the cell changed since, so the user's own changes are never overwritten. Returns what changed,
         as a diff. Each call needs the user's approval, which shows that diff.
@@ -154,7 +143,7 @@ class NotebookTools:
             raise CellNotWritten(self.absence_note() + why if self.bridge.front_end is None else why)
         old = self.seen[cell_id].source
         reply = await self.bridge.request("replace", cell_id=cell_id, expected_source=old, source=source,
-                                          metadata=self.metadata())
+                                          metadata=_metadata(ctx.run_id, ctx.call_id))
         if reply.get("ok"):
             self.seen[cell_id] = Seen(source, True)
             return (f"edited cell {cell_id} (one undo in its editor restores it); it has not run. The change:\n"
@@ -204,7 +193,7 @@ class NotebookTools:
 
     # -- the run's end ---------------------------------------------------------------------------------------
 
-    async def write_cells(self, executed: list[tuple[str, str]]) -> list[str]:
+    async def write_cells(self, executed: list[tuple[str, str]], run_id: str) -> list[str]:
         """``--cells``: each piece of code run_python ran (``(call_id, code)``, in order) as a real code cell below
         the run's cells, where the extension answers; returns the code not written so (for :meth:`next_input`)."""
         left = list(executed)
@@ -214,7 +203,7 @@ class NotebookTools:
                 call_id, code = left[0]
                 try:
                     reply = await self.bridge.request("insert", after=anchor, cell_type="code", source=code.strip(),
-                                                      metadata=self.metadata(call_id))
+                                                      metadata=_metadata(run_id, call_id))
                 except NotebookUnavailable:
                     break
                 if not reply.get("ok"):
@@ -263,9 +252,6 @@ class NotebookTools:
     def by_code(self, reading: Reading) -> str:
         code = self.request.code.strip()
         return next((c.id for c in reversed(reading.cells) if code and c.source.strip() == code), "")
-
-    def metadata(self, call_id: str = "") -> dict[str, Any]:
-        return {"agentkernel": {"run_id": self.run_id, "tool_call_id": call_id or self.call_id}}
 
     def listing(self, reading: Reading, start: int, count: int, head: str, *, live: bool) -> str:
         """The cells ``start`` to ``start + count`` as the model reads them, within the tool's output bound."""
@@ -316,6 +302,11 @@ def _as_code(cell_type: str, source: str) -> str:
     if cell_type != "markdown":
         return source.strip()
     return "\n".join(f"# {line}" if line.strip() else "#" for line in source.strip().splitlines())
+
+
+def _metadata(run_id: str, call_id: str) -> dict[str, Any]:
+    """What a written cell carries: the run and the call that wrote it."""
+    return {"agentkernel": {"run_id": run_id, "tool_call_id": call_id}}
 
 
 def _refusal(reply: dict[str, Any]) -> str:
