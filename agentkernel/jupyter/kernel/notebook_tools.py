@@ -146,13 +146,14 @@ class NotebookTools:
                                           metadata=_metadata(ctx.run_id, ctx.call_id))
         if reply.get("ok"):
             self.seen[cell_id] = Seen(source, True)
-            return (f"edited cell {cell_id} (one undo in its editor restores it); it has not run. The change:\n"
-                    + diff(old, source))
+            return _redacted(f"edited cell {cell_id} (one undo in its editor restores it); it has not run. The "
+                             f"change:\n{diff(old, source)}")
         if reply.get("reason") == "changed":
             current = str(reply.get("source", ""))
             self.seen[cell_id] = Seen(current, len(current) <= CELL_SOURCE_CHARS)
-            raise CellNotWritten(f"not edited: cell {cell_id} changed since it was read (the user edited it), so "
-                                 f"nothing was written. Its source now:\n{cut(current, CELL_SOURCE_CHARS)}")
+            raise CellNotWritten(_redacted(f"not edited: cell {cell_id} changed since it was read (the user edited "
+                                           f"it), so nothing was written. Its source now:\n"
+                                           f"{cut(current, CELL_SOURCE_CHARS)}"))
         raise CellNotWritten(f"not edited: {_refusal(reply)}")
 
     # -- approvals -------------------------------------------------------------------------------------------
