@@ -60,6 +60,8 @@ class FakeNotebook:
         self.handled: set[str] = set()
         self.after_read: Callable[[], None] | None = None  # what the user does once the model has read
         self.made = 0
+        self.active = "agent"  # the user's active cell
+        self.panel = True  # False: the extension finds no notebook panel for this kernel
 
     def submit(self, code: str, cell_id: str = "agent") -> Cell:
         """Send the agent's cell as JupyterLab does: an execute_request with ``metadata.cellId``."""
@@ -107,10 +109,12 @@ class FakeNotebook:
 
     def answer(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request["op"]
+        if not self.panel:
+            return {"ok": False, "reason": "error", "error": "no notebook panel has this kernel"}
         if op == "hello":
             return {"ok": True, "front_end": "jupyterlab", "version": "0.1.0", "can_edit": True}
         if op == "read":
-            return {"ok": True, "path": "study.ipynb", "active_cell_id": "agent", "cells": self.cells}
+            return {"ok": True, "path": "study.ipynb", "active_cell_id": self.active, "cells": self.cells}
         ids = [c["id"] for c in self.cells]
         wanted = request["after"] if op == "insert" else request["cell_id"]
         if wanted not in ids:
@@ -157,9 +161,11 @@ def agent_cell(kernel: KernelSession, calls: list[tuple[str, dict]], options: st
 def test_read_shows_every_cell_in_order_and_marks_the_agent_cell(kernel: KernelSession):
     code = agent_cell(kernel, [("read_notebook", {})])
     notebook = FakeNotebook(kernel, study(code))
+    notebook.active = "load"
     notebook.run(notebook.submit(code))
     (text,) = kernel.value("outputs()")
     head, *cells = text.split("\n--- ")
+    assert cells[1] == "cell 1 · code · id load · In [1] · the user's active cell\nrain = {'Oslo': 3, 'Lima': 0}"
     assert head == "notebook study.ipynb, live in JupyterLab (unsaved edits included) · 5 cells"
     assert cells[0] == "cell 0 · markdown · id intro\n# Rain study\nWhich city is **wettest**?"  # the cell above
     assert cells[2] == ("cell 2 · code · id broken · In [2] · its outputs hold an error\nrain['Pune']\n"
@@ -264,3 +270,16 @@ def test_a_front_end_that_closes_the_comm_is_known_at_once(kernel: KernelSession
     (text,) = kernel.value("outputs()")
     assert text.startswith("[no notebook extension answers here (the front end closed the notebook comm")
     assert [p["text"] for p in cell.reply["content"]["payload"]] == ["x = 1"]
+
+
+def test_an_extension_without_the_notebook_panel_is_no_front_end(kernel: KernelSession):
+    code = agent_cell(kernel, [("read_notebook", {})])
+    notebook = FakeNotebook(kernel, study(code))
+    notebook.panel = False
+    started = time.monotonic()
+    notebook.run(notebook.submit(code))
+    assert time.monotonic() - started < HELLO_TIMEOUT
+    (text,) = kernel.value("outputs()")
+    assert text.startswith("[no notebook extension answers here (the front end answered: no notebook panel has "
+                           "this kernel)")
+    assert "no notebook is known" in text and notebook.ops == ["hello"]

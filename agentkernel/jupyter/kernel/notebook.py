@@ -118,8 +118,14 @@ class NotebookBridge:
         self.comm.on_close(self._on_close)
         try:
             reply = await self._answer(request_id, future, HELLO_TIMEOUT)
+            if not reply.get("ok"):
+                raise NotebookUnavailable(f"the front end answered: {reply.get('error') or reply.get('reason')}")
             self.front_end = FrontEnd.model_validate(reply)
-        except (NotebookUnavailable, ValueError) as e:
+        except ValueError:
+            self.close()
+            self.absent, self.absent_session = "the front end's hello was not agentkernel's", session
+            return None
+        except NotebookUnavailable as e:
             self.close()
             self.absent, self.absent_session = f"{e}", session
             return None

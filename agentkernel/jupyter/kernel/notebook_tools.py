@@ -261,7 +261,7 @@ class NotebookTools:
         lines = [f"{head} · {len(cells)} cell{'s' * (len(cells) != 1)}"]
         used, shown_to = len(lines[0]), start
         for index, cell in enumerate(cells[start:start + count], start):
-            block = _block(index, cell, cell.id == agent)
+            block = _block(index, cell, cell.id == agent, cell.id == reading.active_cell_id)
             if used + len(block) > MAX_OUTPUT_CHARS - 200 and index > start:
                 break
             lines.append(block)
@@ -276,7 +276,7 @@ class NotebookTools:
         return "\n".join(lines)
 
 
-def _block(index: int, cell: Cell, agent: bool) -> str:
+def _block(index: int, cell: Cell, agent: bool, active: bool) -> str:
     facts = [f"--- cell {index} · {cell.cell_type} · id {cell.id}"]
     if cell.execution_count is not None:
         facts.append(f"In [{cell.execution_count}]")
@@ -286,6 +286,8 @@ def _block(index: int, cell: Cell, agent: bool) -> str:
         facts.append("written by agentkernel")
     if agent:
         facts.append("THIS CELL: the %%agent cell running now")
+    elif active:
+        facts.append("the user's active cell")
     text = " · ".join(facts) + "\n" + (cut(cell.source, CELL_SOURCE_CHARS) if cell.source else "(empty)")
     if cell.outputs_text.strip() and not agent:
         text += "\n··· outputs:\n" + cut(cell.outputs_text.rstrip(), CELL_OUTPUT_CHARS)
