@@ -1,5 +1,5 @@
-"""A notebook's cells as the kernel tools see them: from the front-end extension's ``read``, or from the saved
-``.ipynb`` where no extension answers.
+"""What the front-end extension answers (its ``hello``, a notebook's cells from its ``read``), and the cells of the
+saved ``.ipynb`` where no extension answers. Imported when a notebook tool is first used (pydantic).
 
 The saved file is found through the names front ends leave in the user namespace: ``__session__`` (set by
 ipykernel from ``JPY_SESSION_NAME``, which Jupyter's server gives a kernel it starts for a notebook) and VS Code's
@@ -18,6 +18,18 @@ from pydantic import BaseModel, ValidationError
 from ...text import cut
 
 SAVED_OUTPUT_CHARS = 2000  # as the extension's outputs_text
+
+
+class FrontEnd(BaseModel):
+    """The extension's ``hello`` answer."""
+
+    front_end: str
+    version: str = ""
+    can_edit: bool = True
+
+    @property
+    def label(self) -> str:
+        return {"jupyterlab": "JupyterLab", "notebook7": "Notebook 7"}.get(self.front_end, self.front_end)
 
 
 class Cell(BaseModel):

@@ -19,27 +19,16 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+if TYPE_CHECKING:
+    from .cells import FrontEnd
 
 COMM_TARGET = "agentkernel.notebook"
 HELLO_TIMEOUT = 2.0
 """Seconds the kernel waits for the extension's ``hello`` before it takes the front end to have none."""
 REQUEST_TIMEOUT = 5.0
 """Seconds a read, insert or replace may take before the front end is taken to be gone."""
-
-
-class FrontEnd(BaseModel):
-    """The extension's ``hello`` answer."""
-
-    front_end: str
-    version: str = ""
-    can_edit: bool = True
-
-    @property
-    def label(self) -> str:
-        return {"jupyterlab": "JupyterLab", "notebook7": "Notebook 7"}.get(self.front_end, self.front_end)
 
 
 class NotebookUnavailable(Exception):
@@ -110,6 +99,8 @@ class NotebookBridge:
         if self.absent and self.absent_session == session:
             return None
         import comm  # ipykernel sets comm.create_comm to make its own comms
+
+        from .cells import FrontEnd  # pydantic, loaded when a notebook tool is first used
 
         self.loop = asyncio.get_running_loop()
         request_id, future = self._expect()

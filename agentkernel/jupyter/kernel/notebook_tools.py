@@ -16,13 +16,15 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ...redact import known_secrets, redact_text
 from ...text import cut, load_arguments
 from ...tools import MAX_OUTPUT_CHARS, Tool, ToolCall, ToolContext, ToolError, tool
-from .cells import Cell, Reading, read_saved, saved_path
-from .notebook import ExecuteRequest, FrontEnd, NotebookBridge, NotebookUnavailable
+from .notebook import ExecuteRequest, NotebookBridge, NotebookUnavailable
+
+if TYPE_CHECKING:
+    from .cells import Cell, FrontEnd, Reading
 
 NOTEBOOK_TOOL_NAMES = ("read_notebook", "add_cell", "edit_cell")
 MAX_CELLS = 50
@@ -81,6 +83,8 @@ class NotebookTools:
         """
         if start < 0 or count < 1:
             raise ValueError(f"start must be 0 or more and count at least 1, not start={start}, count={count}")
+        from .cells import read_saved, saved_path
+
         front_end = await self.front_end()
         if front_end is not None:
             reading = await self.read_live()
@@ -238,6 +242,8 @@ class NotebookTools:
                 "add_cell queues cells for the run's end, edit_cell cannot edit]\n")
 
     async def read_live(self) -> Reading:
+        from .cells import Reading
+
         reply = await self.bridge.request("read")
         if not reply.get("ok"):
             raise RuntimeError(f"the front end could not read the notebook: {_refusal(reply)}")
