@@ -158,3 +158,12 @@ def test_nbclient_run_reads_its_own_saved_notebook_and_never_hangs(tmp_path: Pat
     assert "notebook job.ipynb as last saved" in printed and "# The saved notes\nA cell above the agent." in printed
     assert "THIS CELL: the %%agent cell running now" in printed  # found by its source in the saved file
     assert "queued, not added yet" in printed
+
+
+def test_a_cell_that_does_not_await_uses_the_fallbacks_at_once(kernel: KernelSession):
+    kernel.ok("%autoawait False")
+    cell, seconds = agent(kernel, [("add_cell", {"source": "x = 1"})])
+    assert seconds < MARGIN  # no hello: the front end's answers could not arrive while the cell blocks
+    (text,) = kernel.value("outputs()")
+    assert text.startswith("[no notebook extension answers here (the cell does not await (%autoawait is off)")
+    assert [p["text"] for p in cell.reply["content"]["payload"]] == ["x = 1"]
