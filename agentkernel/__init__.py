@@ -45,6 +45,11 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_HOME_OF})
 
 
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """Where the built front-end extension is (``jupyter labextension develop --overwrite .`` links it)."""
+    return [{"src": "labextension", "dest": "agentkernel"}]
+
+
 def load_ipython_extension(ipython):  # noqa: ANN001 - IPython's own signature
     """Register ``%%agent`` (called by ``%load_ext agentkernel``); the Jupyter part is imported only here."""
     from .jupyter import load_ipython_extension as load

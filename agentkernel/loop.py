@@ -481,6 +481,6 @@ async def run(prompt: str | None, *, model: Model, **options: Any) -> LoopResult
     """Run the agent loop on ``prompt`` and return a :class:`LoopResult`; never raises for a guard, budget or abort.
 
     Options are those of :class:`AgentLoop`: ``tools``, ``system``, ``history``, ``limits``, ``guards``,
-    ``stop``, ``on_event``, ``approve``, ``transcript``.
+    ``stop``, ``on_event``, ``approve``, ``transcript``, ``context_window``.
     """
     return await AgentLoop(model, **options).run(prompt)
