@@ -5,36 +5,25 @@ edits a user's cell after Approve (the editor shows the new source; one undo res
 with a note (the cell unchanged, the note reaches the model), and is refused an edit of a cell the user changed
 after the read. The kernel-level twin, the front end played in Python, is tests/test_notebook_comm.py.
 
-The extension must be served: built into ``agentkernel/labextension`` (``jlpm build``), or on ``JUPYTER_PATH``.
+The extension must be built into ``agentkernel/labextension`` (``pip install -e .``, or ``jlpm build``).
 Screenshots: artifacts/browser/agent-writes-*.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
-from lab import REPO, LabServer, NotebookPage
+from lab import LABEXTENSION, LabServer, NotebookPage, wait_saved
 
 expect = pytest.importorskip("playwright.sync_api").expect
 
 
-def served() -> bool:
-    """Whether JupyterLab will find agentkernel's extension (the checkout's build, or one on JUPYTER_PATH)."""
-    places = [REPO / "agentkernel", *(Path(p) / "labextensions" for p in os.environ.get("JUPYTER_PATH", "").split(
-        os.pathsep) if p)]
-    return any((place / name / "package.json").exists() for place in places for name in ("labextension", "agentkernel"))
-
-
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not served(), reason="agentkernel's front-end extension is not built (jlpm build)"),
     pytest.mark.parametrize("lab_server", ["lab", "notebook"], indirect=True, scope="module"),
 ]
 
@@ -68,6 +57,9 @@ NOTEBOOKS: dict[str, list[tuple[str, str, str]]] = {
 
 @pytest.fixture(autouse=True)
 def notebooks(lab_server: LabServer) -> None:
+    if not (LABEXTENSION / "package.json").exists():
+        pytest.fail(f"the front-end extension is not built in {LABEXTENSION}: pip install -e . (or jlpm install && "
+                    "jlpm build)")
     for name, cells in NOTEBOOKS.items():
         nb = nbformat.v4.new_notebook()
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
@@ -161,13 +153,3 @@ def test_an_edit_of_a_cell_the_user_changed_after_the_read_is_refused(open_noteb
     expect(editor(nb, 1)).to_have_text("y = 1  # mine")
     shot(nb, lab_server, "refused", 2)
     assert "not edited: cell user changed since it was read" in outputs(nb, 3)
-
-
-def wait_saved(path: Path, done: Callable[[Any], bool], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        saved = nbformat.read(path, as_version=4)
-        if done(saved):
-            return saved
-        assert time.monotonic() < deadline, f"{path.name} was not saved as expected: {saved.cells}"
-        time.sleep(0.2)
