@@ -63,6 +63,10 @@ YIELD_EVERY = 0.005
 """Seconds a run may go without letting the event loop run (when neither its model nor its tools ever wait)."""
 
 
+OUTPUT_LIMIT_REASONS = ("length", "max_output_tokens", "max_tokens")
+"""The truncation reasons (Chat ``finish_reason``, Responses ``incomplete_details.reason``) of an output cap."""
+
+
 class _Stopped(Exception):
     """Raised inside the loop when the stop signal or the wall clock cuts a model request or a tool round."""
 
@@ -123,6 +127,7 @@ class AgentLoop:
         self.usage = Usage()
         self.rounds = 0
         self.tool_calls = 0
+        self.denied_calls = 0
         self.findings: list[dict[str, Any]] = []
         self.last_text: str | None = None
         self.result: LoopResult | None = None
@@ -330,6 +335,11 @@ class AgentLoop:
     def _truncated(self, reason: str, had_text: bool, calls: list[ToolCall]) -> Trip:
         """End the run on a response the server cut short: its calls may be incomplete, so none of them runs."""
         why = f"the server cut the model's response short ({reason})"
+        if reason in OUTPUT_LIMIT_REASONS:  # whose cap was it: this run's max_output_tokens, or the server's own
+            cap = getattr(self.model, "max_output_tokens", None)
+            why = (f"the model's response reached this run's cap of {cap} output tokens (--max-output-tokens {cap}; "
+                   f"raise it, or leave it out for the server's own limit) ({reason})" if cap else
+                   f"{why}: its own output limit (this run set no --max-output-tokens)")
         self._commit_outputs(calls, f"not run: {why}", "not_run")
         kept = "; the text that arrived is kept" if had_text else ""
         skipped = f"; {len(calls)} tool call{'s' * (len(calls) != 1)} not run" if calls else ""
@@ -400,6 +410,7 @@ class AgentLoop:
 
     def _finished(self, call: ToolCall) -> None:
         call.output = valid_text(call.output)  # guards, listeners and the history all see text that encodes
+        self.denied_calls += call.status == "denied"
         self.emit(ToolCallFinished, call)
 
     # -- committing ------------------------------------------------------------------------------------------
@@ -450,6 +461,7 @@ class AgentLoop:
             usage=self.usage,
             rounds=self.rounds,
             tool_calls=self.tool_calls,
+            denied_calls=self.denied_calls,
             partial_findings=self.findings,
             detail=valid_text(trip.detail),
             compactions=len(self.compactions),

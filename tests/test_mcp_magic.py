@@ -95,7 +95,12 @@ def test_without_trusted_annotations_every_call_asks(kernel: KernelSession):
     cell = agent(kernel, [f"Call('clock__convert_time', {TZ_CALL!r})"], "--mcp clock")
     assert cell.status == "ok", cell.describe()
     [output] = outputs(kernel)
-    assert output.startswith("denied: clock__convert_time") and "no one is there to approve it" in output
+    # the real reason (the annotations are not trusted) and both ways out; the run says a call was denied
+    assert output.startswith("denied: clock__convert_time") and "AGENTKERNEL_NONINTERACTIVE is set" in output
+    assert "MCP server 'clock''s annotations are not trusted" in output
+    assert '"trustAnnotations": true' in output and "--allow-writes" in output
+    assert kernel.value("_agent.denied_calls") == 1
+    assert "agent: complete · 2 rounds · 1 tool call · 1 call denied ·" in cell.displays[-1]["text/plain"]
     cell = agent(kernel, [f"Call('clock__convert_time', {TZ_CALL!r})"], "--mcp clock --allow-writes")
     assert "Asia/Tokyo" in outputs(kernel)[0]
 

@@ -36,13 +36,14 @@ from ..stop import StopSignal
 from ..tools import Approver, Tool, tool
 from ..tools.files import FILE_TOOL_NAMES, file_tools
 from ..usage import Limits
+from .approvals import headless_runner, is_terminal, no_clicks_reason, nobody_approver, terminal_approver
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
 from .exits import exit_refused
 from .kernel.tools import KERNEL_TOOL_NAMES, KernelTools
 from .mcp_servers import MCP_USAGE, KernelServers, McpImages, mcp_tools
 from .options import AgentOptions, merge, option_arguments, option_traits, split_line
 from .panel import PANEL_TEXT, Panel
-from .render import RunRecord, render_html, render_text
+from .render import RunRecord, render_html, render_markdown, render_text
 
 if TYPE_CHECKING:
     from ..mcp import MCPServer
@@ -80,6 +81,7 @@ class AgentMagics(Magics):
     """Run an agent loop inline in the kernel. Every option's default can be set with ``%config``."""
 
     locals().update(option_traits())  # model, api, max_iterations, ...: one traitlet per row of the options table
+    expand: bool  # one of them, read before the options are merged
 
     def __init__(self, shell: Any = None, **kwargs: Any):
         super().__init__(shell, **kwargs)
@@ -98,11 +100,12 @@ class AgentMagics(Magics):
         named for it (e.g. ``RepeatedToolCall``). In a notebook the cell is awaited so that Stop works while it
         runs; with `%autoawait off` the loop runs in a worker thread and only the kernel interrupt stops it.
         """
-        options, prompt = self.parse(line, cell)
-        if self.mcp_servers.wanted(options, self.known_tools(options)).names:
-            raise AgentConfigError("MCP servers run on the kernel's event loop, so a cell that uses them must be "
-                                   "awaited: turn %autoawait on (the default in a notebook)")
-        run = self.prepare(options, prompt, clickable=False)
+        with self.failed_start():
+            options, prompt = self.parse(line, cell)
+            if self.mcp_servers.wanted(options, self.known_tools(options)).names:
+                raise AgentConfigError("MCP servers run on the kernel's event loop, so a cell that uses them must be "
+                                       "awaited: turn %autoawait on (the default in a notebook)")
+            run = self.prepare(options, prompt, clickable=False)
         context = contextvars.copy_context()  # so the worker thread's output lands in this cell
         done = threading.Event()
         failure: list[BaseException] = []
@@ -129,9 +132,10 @@ class AgentMagics(Magics):
 
     async def run_async(self, line: str, cell: str | None) -> None:
         """The awaited form of ``%%agent`` that the input transformer produces."""
-        options, prompt = self.parse(line, cell)
-        servers = await self.mcp_servers.start(self.mcp_servers.wanted(options, self.known_tools(options)))
-        run = self.prepare(options, prompt, servers=servers)
+        with self.failed_start():
+            options, prompt = self.parse(line, cell)
+            servers = await self.mcp_servers.start(self.mcp_servers.wanted(options, self.known_tools(options)))
+            run = self.prepare(options, prompt, servers=servers)
         ticker = asyncio.ensure_future(run.panel.tick())
         try:
             with self.interrupt_stops(run), exit_refused(self.shell):
@@ -144,18 +148,46 @@ class AgentMagics(Magics):
 
     @line_magic
     def agent_mcp(self, line: str) -> None:
-        """List the configured MCP servers (``--mcp-config``'s file, ``$AGENTKERNEL_MCP_CONFIG`` or ``.mcp.json``),
-        whether each runs, and its tools; ``restart NAME`` and ``stop NAME`` restart or stop one.
+        """``%agent_mcp [--mcp-config PATH] [list|restart NAME|stop NAME]``: list the configured MCP servers (of
+        PATH, else ``$AGENTKERNEL_MCP_CONFIG`` or ``.mcp.json``), whether each runs, and its tools; ``restart NAME``
+        and ``stop NAME`` restart or stop one.
 
         Alone in a cell it is awaited on the kernel's event loop; elsewhere it can only list.
         """
-        if line.split():
+        words, config = self.mcp_words(line)
+        if words:
             raise UsageError(f"%agent_mcp {line.strip()} must be alone in its cell (it is awaited there)\n{MCP_USAGE}")
-        print(self.mcp_servers.listing_for(self.parse("", None)[0].mcp_config))
+        print(self.mcp_servers.listing_for(config))
 
     async def agent_mcp_async(self, line: str) -> None:
         """The awaited form of ``%agent_mcp`` that the input transformer produces."""
-        print(await self.mcp_servers.command(line.split(), self.parse("", None)[0].mcp_config))
+        words, config = self.mcp_words(line)
+        print(await self.mcp_servers.command(words, config))
+
+    def mcp_words(self, line: str) -> tuple[list[str], str]:
+        """``%agent_mcp``'s words without ``--mcp-config PATH`` (and a ``list``, the default), and the configuration
+        to read: PATH, else the one ``%%agent`` reads."""
+        words, rest = split_line(self.shell.var_expand(line, depth=sys.getrecursionlimit()) if self.shell else line)
+        try:
+            args = self.agent.parser.parse_args(words)
+        except UsageError as e:
+            raise UsageError(f"%agent_mcp {line.strip()}: {e}\n{MCP_USAGE}") from None
+        if any(value is not None for name, value in vars(args).items() if name != "mcp_config"):
+            raise UsageError(f"%agent_mcp takes only --mcp-config PATH as an option\n{MCP_USAGE}")
+        action = rest.split()
+        return (action[1:] if action[:1] == ["list"] else action), args.mcp_config or merge(args, self).mcp_config
+
+    @contextlib.contextmanager
+    def failed_start(self) -> Iterator[None]:
+        """A cell that cannot start leaves ``_agent`` a ``fatal_error`` LoopResult whose ``detail`` is the message
+        (keeping the previous run's history, so ``--continue`` still goes on from it)."""
+        try:
+            yield
+        except (AgentConfigError, UsageError) as e:
+            previous = self.user_ns.get("_agent")
+            history = previous.history if isinstance(previous, LoopResult) else []
+            self.user_ns["_agent"] = LoopResult("fatal_error", None, history, detail=str(e).split("\nusage:")[0])
+            raise
 
     # -- preparing a run -------------------------------------------------------------------------------------
 
@@ -166,9 +198,15 @@ class AgentMagics(Magics):
         return self.shell.user_ns
 
     def parse(self, line: str, cell: str | None) -> tuple[AgentOptions, str]:
-        """The cell's options (command line > ``%config`` > environment > default) and its prompt."""
+        """The cell's options (command line > ``%config`` > environment > default) and its prompt, both expanded
+        (``{expression}``, ``$name``) as IPython expands a magic line unless ``--no-expand`` is given or
+        ``%config AgentMagics.expand = False``."""
         try:
             words, rest = split_line(line)
+            if "--no-expand" not in words and self.expand:
+                line = self.expand_text(line)  # the one-line %agent's prompt with it, once
+                cell = self.expand_text(cell) if cell is not None else None
+                words, rest = split_line(line)
             args = self.agent.parser.parse_args(words)
             if cell is not None and rest:
                 raise UsageError(f"%%agent takes its prompt from the cell body; {rest!r} is not an option")
@@ -204,13 +242,14 @@ class AgentMagics(Magics):
             max_consecutive_failures=options.failure_rounds,
             text_repeats=options.text_repeats,
         )
-        if options.expand:
-            prompt = self.expand(prompt)
         model = self.resolve_model(options)
         model_images = accepts_images(model) if options.images is None else options.images
         kernel = KernelTools(self.shell, images=model_images)
         images = McpImages()
-        tools = self.resolve_tools(options, kernel, mcp_tools(servers or {}, images, set(), model_images))
+        served = mcp_tools(servers or {}, images, set(), model_images)
+        tools = self.resolve_tools(options, kernel, served)
+        untrusted = {t.name: name for name, server_tools in served.items()
+                     if not (servers or {})[name].entry.trust_annotations for t in server_tools}
         history = self.previous_history(options.resume) if options.resume is not None else None
         stop = StopSignal()
         panel = Panel(limits, stop, throttle=options.stream_throttle)
@@ -224,7 +263,7 @@ class AgentMagics(Magics):
             guards=guards,
             stop=stop,
             on_event=fan_out(panel, record, kernel, images),
-            approve=self.approver(panel, options, clickable),
+            approve=self.approver(panel, options, clickable, untrusted),
             transcript=options.transcripts,
             context_window=options.context_window or None,
         )
@@ -235,8 +274,8 @@ class AgentMagics(Magics):
         return CellRun(loop=loop, panel=panel, record=record, prompt=prompt, out=options.out, kernel=kernel,
                        images=images, cells=options.cells)
 
-    def expand(self, prompt: str) -> str:
-        """``{expression}`` and ``$name`` replaced by IPython's rules for magic lines; a prompt with a field that does
+    def expand_text(self, prompt: str) -> str:
+        """``{expression}`` and ``$name`` replaced by IPython's rules for magic lines; a text with a field that does
         not evaluate (JSON, say) is left as written."""
         assert self.shell is not None, "AgentMagics is used inside an IPython shell"
         # var_expand also reads the locals of the frame `depth` levels up; past the top of the stack there is none,
@@ -250,12 +289,13 @@ class AgentMagics(Magics):
         if options.replay:
             from ..models.cassette import ReplayModel
 
-            model: Model = ReplayModel(options.replay)
+            model: Model = cassette_file("--replay", options.replay, ReplayModel)
         else:
             model = self.named_model(options)
         if options.record:
             from ..models.cassette import RecordingModel
 
+            writable("--record", options.record)
             model = RecordingModel(model, options.record)
         return model
 
@@ -338,11 +378,20 @@ class AgentMagics(Magics):
                                    '{"event": "item", "item": {...}})')
         return history
 
-    def approver(self, panel: Panel, options: AgentOptions, clickable: bool = True) -> Approver | None:
+    def approver(self, panel: Panel, options: AgentOptions, clickable: bool = True,
+                 untrusted: dict[str, str] | None = None) -> Approver:
+        """Who approves a side-effecting call: nobody needed (``--allow-writes``), the panel, the terminal, or
+        nobody at all (denied at once, saying why); ``untrusted``: the tools of MCP servers whose annotations are
+        not trusted, by their server's name."""
         if options.allow_writes:
             return lambda call, tool: True
-        if not clickable or os.environ.get("CI") or os.environ.get("AGENTKERNEL_NONINTERACTIVE"):
-            return None  # nobody can click: side-effecting calls are denied and the model is told why
+        where = no_clicks_reason() or headless_runner(self.shell)
+        if where is None and is_terminal(self.shell) and clickable:
+            return terminal_approver(panel.stop_signal)
+        if where is None and not clickable:
+            where = "autoawait is off, so the cell blocks and its panel cannot be clicked"
+        if where is not None:
+            return nobody_approver(where, untrusted or {})
         timeout = options.approval_timeout or None
         return lambda call, tool: panel.approve(call, tool, timeout)
 
@@ -387,6 +436,7 @@ class AgentMagics(Magics):
             # run once, in the panel; where widgets do not render (GitHub, nbviewer, nbconvert) the HTML shows.
             WIDGET_VIEW: {"version_major": 2, "version_minor": 0, "model_id": ""},
             "text/html": render_html(result, run.record),
+            "text/markdown": render_markdown(result, run.record),
             "text/plain": render_text(result, run.record),
         }, raw=True)
         # run_python's figures and MCP tools' images, hidden the same way where the panel shows them
@@ -400,6 +450,34 @@ class AgentMagics(Magics):
             raise RunInterrupted("the agent run was interrupted; its history is kept in _agent") from None
         if result.status in STOP_ERRORS:
             raise STOP_ERRORS[result.status](result) from None
+
+
+def cassette_file(flag: str, path: str, read: Callable[[str], Model]) -> Model:
+    """``read(path)``, its failures made one line naming the file (and the line, for a corrupt one)."""
+    try:
+        return read(os.path.expanduser(path))
+    except FileNotFoundError:
+        raise AgentConfigError(f"{flag}: there is no cassette {path!r} (record one with --record {path})") from None
+    except IsADirectoryError:
+        raise AgentConfigError(f"{flag}: {path!r} is a folder, not a cassette file") from None
+    except (OSError, UnicodeError) as e:
+        raise AgentConfigError(f"{flag}: cannot read {path!r} ({e})") from None
+    except ValueError as e:  # names the file and the line
+        raise AgentConfigError(f"{flag}: {e}") from None
+
+
+def writable(flag: str, path: str) -> None:
+    """AgentConfigError unless a file can be written at ``path`` (checked before the run, not at its first exchange)."""
+    target = os.path.abspath(os.path.expanduser(path))
+    folder = os.path.dirname(target)
+    while folder and not os.path.exists(folder):
+        folder = os.path.dirname(folder) if os.path.dirname(folder) != folder else ""
+    if os.path.isdir(target):
+        raise AgentConfigError(f"{flag}: {path!r} is a folder; give a file name such as {path.rstrip('/')}/run.jsonl")
+    if not os.path.isdir(folder):
+        raise AgentConfigError(f"{flag}: cannot write {path!r}: {folder!r} is a file, not a folder")
+    if not os.access(folder, os.W_OK) or os.path.exists(target) and not os.access(target, os.W_OK):
+        raise AgentConfigError(f"{flag}: cannot write {path!r} (permission denied)")
 
 
 def fan_out(*listeners: Callable[[Event], None]) -> Callable[[Event], None]:

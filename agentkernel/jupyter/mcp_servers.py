@@ -23,9 +23,10 @@ from ..tools import Tool
 from .kernel.code_runner import Output
 from .options import AgentOptions
 
-MCP_USAGE = "%agent_mcp                 list the configured MCP servers, whether each runs, and its tools\n" \
+MCP_USAGE = "%agent_mcp [list]          list the configured MCP servers, whether each runs, and its tools\n" \
             "%agent_mcp restart NAME    stop server NAME if it runs, and start it\n" \
-            "%agent_mcp stop NAME       stop server NAME"
+            "%agent_mcp stop NAME       stop server NAME\n" \
+            "(each takes --mcp-config PATH first to read that configuration)"
 
 
 @dataclass

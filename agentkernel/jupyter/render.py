@@ -42,6 +42,7 @@ class RunRecord:
     tail: deque[Entry] = field(default_factory=lambda: deque(maxlen=TAIL_ENTRIES))
     omitted: int = 0
     call_ids: set[str] = field(default_factory=set)  # of the calls kept
+    counts: dict[str, int] = field(default_factory=dict)  # identical not-run calls after a kept one, by its call_id
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, MessageDone):
@@ -50,6 +51,10 @@ class RunRecord:
             self.add(event.compaction)
         elif isinstance(event, ToolCallStarted | ToolCallFinished) and event.call.call_id not in self.call_ids:
             # A call that never started (budget, abort) still gets its line when it is finished for it.
+            last = self.tail[-1] if self.tail else self.head[-1] if self.head else None
+            if isinstance(last, ToolCall) and event.call.status == "not_run" and same_call(last, event.call):
+                self.counts[last.call_id] = self.counts.get(last.call_id, 1) + 1
+                return
             self.add(event.call)
             self.call_ids.add(event.call.call_id)
 
@@ -69,6 +74,10 @@ class RunRecord:
         """The kept entries in order (the omitted ones would go between the first HEAD_ENTRIES and the rest)."""
         return [*self.head, *self.tail]
 
+    def count(self, call: ToolCall) -> int:
+        """How many identical not-run calls the section of ``call`` stands for."""
+        return self.counts.get(call.call_id, 1)
+
     def omission(self) -> str:
         return (f"… {self.omitted} more entries (tool calls and messages) are left out here; the whole run is in "
                 "_agent.history")
@@ -77,12 +86,21 @@ class RunRecord:
 def headline(result: LoopResult) -> str:
     compacted = result.compactions
     return (f"agent: {result.status} · {result.rounds} round{'s' * (result.rounds != 1)} · "
-            f"{result.tool_calls} tool call{'s' * (result.tool_calls != 1)} · {result.usage.total_tokens} tokens"
+            f"{result.tool_calls} tool call{'s' * (result.tool_calls != 1)}"
+            + (f" · {result.denied}" if result.denied_calls else "")
+            + f" · {result.usage.total_tokens} tokens"
             + (f" · {compacted} compaction{'s' * (compacted != 1)}" if compacted else ""))
 
 
-def call_title(call: ToolCall) -> str:
-    return f"{call.name}({short_arguments(call.arguments)}) · {call.status or 'running'}"
+def call_title(call: ToolCall, count: int = 1) -> str:
+    """``list_dir(path=".") · not_run``, with `` × 19`` for a section standing for identical calls."""
+    return (f"{call.name}({short_arguments(call.arguments)}) · {call.status or 'running'}"
+            + (f" × {count}" if count > 1 else ""))
+
+
+def same_call(a: ToolCall, b: ToolCall) -> bool:
+    """Whether two finished calls would show the same section (name, arguments, status and output)."""
+    return (a.name, a.arguments, a.status, a.output) == (b.name, b.arguments, b.status, b.output)
 
 
 def arguments_html(arguments: str) -> str:
@@ -118,7 +136,7 @@ def render_text(result: LoopResult, record: RunRecord) -> str:
         elif isinstance(entry, Compaction):
             lines.append(f"⟲ {entry.title}")
         else:
-            lines.append(f"▸ {call_title(entry)}")
+            lines.append(f"▸ {call_title(entry, record.count(entry))}")
             lines.extend(f"  │ {line}" for line in cut(entry.output, TEXT_OUTPUT_CHARS).splitlines())
     if result.status != "complete":
         lines.append(result.summary)
@@ -138,7 +156,7 @@ def render_html(result: LoopResult, record: RunRecord) -> str:
             parts.append(f"<p><i>⟲ {esc(entry.title)}</i></p>")
         else:
             parts.append(
-                f"<details><summary><code>{esc(call_title(entry))}</code></summary>"
+                f"<details><summary><code>{esc(call_title(entry, record.count(entry)))}</code></summary>"
                 f"<p>arguments</p><pre>{esc(pretty_arguments(entry.arguments))}</pre>"
                 f"<p>output</p><pre>{esc(cut(entry.output, HTML_OUTPUT_CHARS))}</pre></details>"
             )
@@ -146,3 +164,33 @@ def render_html(result: LoopResult, record: RunRecord) -> str:
         parts.append(f"<p><b>{esc(result.summary)}</b></p>")
     parts.append("</div>")
     return "\n".join(parts)
+
+
+def render_markdown(result: LoopResult, record: RunRecord) -> str:
+    """The run as Markdown, for front ends and converters that render a ``text/markdown`` part: the headline, the
+    messages as the model wrote them (rendered, not shown as typed), and one collapsed section per tool call.
+
+    A call's section is one line of HTML (newlines as ``&#10;``): a blank line in an output would end the HTML
+    block and let Markdown read the rest of it.
+    """
+    esc = html.escape
+
+    def one_line(text: str) -> str:
+        return esc(text).replace("\n", "&#10;")
+
+    parts = [f"**{esc(headline(result))}**"]
+    for index, entry in enumerate(record.entries):
+        if index == HEAD_ENTRIES and record.omitted:
+            parts.append(f"*{esc(record.omission())}*")
+        if isinstance(entry, str):
+            parts.append(entry.strip())
+        elif isinstance(entry, Compaction):
+            parts.append(f"*⟲ {esc(entry.title)}*")
+        else:
+            title = call_title(entry, record.count(entry))
+            parts.append(f"<details><summary><code>{esc(title)}</code></summary>"
+                         f"<p>arguments</p><pre>{one_line(pretty_arguments(entry.arguments))}</pre>"
+                         f"<p>output</p><pre>{one_line(cut(entry.output, HTML_OUTPUT_CHARS))}</pre></details>")
+    if result.status != "complete":
+        parts.append(f"**{esc(result.summary)}**")
+    return "\n\n".join(parts)

@@ -180,6 +180,8 @@ async def _denial(call: ToolCall, tool: Tool, approve: Approver | None, approved
             return None
         if verdict.approve is False:
             note = str(verdict.note).strip()
+            if verdict.reason:
+                return f"{why} {verdict.reason}"
             return f"denied by the user: {note}" if note else f"{why} the user denied it"
     if verdict is True:
         return None
