@@ -7,11 +7,12 @@ and checks that the kernel is alive and the history valid afterwards.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
 import pytest
-from kernel_client import KernelSession, agent_kernel
+from kernel_client import KernelSession, agent_kernel, kernel_env
 from mcp_servers import TZ_CALL, git_repository, need, processes, servers, write_config
 
 STOP_BOUND = 1.0  # Stop / --max-seconds: the cell idle within this of the click or the deadline (issue: 0.5 s)
@@ -223,7 +224,9 @@ def test_a_bad_command_and_a_malformed_config_are_clear(kernel: KernelSession):
     kernel.ok("m = ScriptedModel(['done'])")
     [error] = kernel.run("%%agent -m m --mcp missing\ngo").errors
     assert error["ename"] == "AgentConfigError" and "MCP server 'missing'" in error["evalue"]
-    assert "No such file or directory" in error["evalue"]
+    scripts = kernel.value("__import__('sysconfig').get_path('scripts')")
+    assert (f"the command 'agentkernel-no-such-command' is neither on PATH nor in this kernel's environment "
+            f'({scripts}): install it there, or give its absolute path as "command"') in error["evalue"]
     [error] = kernel.run("%%agent -m m --mcp-config broken.json --mcp good\ngo").errors
     assert error["ename"] == "AgentConfigError"
     assert "broken.json: server 'bad':" in error["evalue"] and "command" in error["evalue"]
@@ -368,3 +371,29 @@ def test_without_the_mcp_package_mcp_says_how_to_install_it(tmp_path: Path):
         ks.ok("from agentkernel import ScriptedModel\nm = ScriptedModel(['done'])")
         [error] = ks.run("%%agent -m m --mcp time\ngo").errors
     assert error["ename"] == "AgentConfigError" and "pip install 'agentkernel[mcp]'" in error["evalue"]
+
+
+def test_a_server_installed_in_the_kernels_environment_is_found_without_path(tmp_path: Path):
+    """A kernel started by its full path (a kernelspec pointing into a venv) often lacks the venv's bin on PATH:
+    mcp-server-time, installed beside the kernel's python, is still found."""
+    need("mcp-server-time")
+    import sys
+    import sysconfig
+
+    scripts = sysconfig.get_path("scripts")
+    assert Path(scripts, "mcp-server-time").exists(), "mcp-server-time is installed in this environment"
+    path = os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep)
+                           if d and d != scripts and not Path(d, "mcp-server-time").exists())
+    (tmp_path / "cwd").mkdir()
+    write_config(tmp_path / "cwd" / ".mcp.json", servers(tmp_path))
+    ks = KernelSession(tmp_path / "cwd", kernel_env(tmp_path, PATH=path), kernel_name="python3")
+    try:
+        ks.ok("%load_ext agentkernel")
+        assert ks.value("__import__('shutil').which('mcp-server-time')") is None
+        assert ks.value("__import__('sys').executable") == sys.executable
+        ks.ok(RESET)
+        cell = agent(ks, [f"Call('time__convert_time', {TZ_CALL!r})"], "--mcp time")
+        assert cell.status == "ok", cell.describe()
+        assert "Asia/Tokyo" in outputs(ks)[0]
+    finally:
+        ks.shutdown()
