@@ -343,7 +343,8 @@ def test_no_model_and_no_key_is_one_clear_sentence(kernel: KernelSession):
     assert_clean_traceback(error)
     assert "OPENAI_API_KEY" in error["evalue"] and "ScriptedModel" in error["evalue"]
     assert "\n" not in error["evalue"] and error["evalue"].endswith(".")
-    assert kernel.value("'_agent' in globals()") is False
+    # a failed start leaves a LoopResult a notebook can inspect (issue 24)
+    assert kernel.value("(_agent.status, _agent.detail == %r)" % error["evalue"]) == ["fatal_error", True]
 
 
 # -- side-effecting tools ----------------------------------------------------------------------------------------
