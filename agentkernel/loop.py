@@ -14,7 +14,8 @@ import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from .endings import Trip
 from .events import (
@@ -31,6 +32,7 @@ from .events import (
 )
 from .guards import FailureGuard, GuardConfig, NoProgressGuard, RepeatedCallGuard, TextLoopGuard
 from .models.base import (
+    THINKING_KEY,
     ContextOverflowError,
     FunctionCallEvent,
     FunctionCallProgress,
@@ -38,6 +40,7 @@ from .models.base import (
     ModelError,
     ModelRequest,
     TextDelta,
+    Thinking,
     Truncation,
     UsageEvent,
 )
@@ -47,8 +50,7 @@ from .record.transcript import Transcript, transcript_dir
 from .result import LoopResult
 from .stop import StopSignal
 from .text import valid_text
-from .tools import Approver, Tool, ToolCall, ToolStatus, as_registry, run_round
-from .tools.timeouts import Timeouts
+from .tools import Approver, Tool, ToolCall, ToolResult, ToolRunner, as_registry
 from .usage import Limits, Usage
 
 DEFAULT_SYSTEM_PROMPT = """\
@@ -65,6 +67,24 @@ YIELD_EVERY = 0.005
 
 OUTPUT_LIMIT_REASONS = ("length", "max_output_tokens", "max_tokens")
 """The truncation reasons (Chat ``finish_reason``, Responses ``incomplete_details.reason``) of an output cap."""
+
+
+T = TypeVar("T")
+
+
+@dataclass
+class Response:
+    """What one model request gave: its text, the calls it asked for, and the server's reason if it cut it short."""
+
+    pieces: list[str] = field(default_factory=list)
+    calls: list[FunctionCallEvent] = field(default_factory=list)
+    truncated: str | None = None
+    thinking: list[dict[str, Any]] = field(default_factory=list)
+    """The :class:`Thinking` blocks it streamed, until the turn's first item takes them."""
+
+    @property
+    def text(self) -> str:
+        return "".join(self.pieces)
 
 
 class _Stopped(Exception):
@@ -121,9 +141,11 @@ class AgentLoop:
         self.text_loop = TextLoopGuard(guards.text_repeats)
         self.stop = stop or StopSignal()
         self.on_event = on_event
-        self.approve = approve
-        self.approved_for_run: set[str] = set()  # tools the approver said yes to for the rest of this run
         self.run_id = uuid.uuid4().hex[:12]
+        self.runner = ToolRunner(self.tools, approve, run_id=self.run_id,
+                                 on_start=lambda call: self.emit(ToolCallStarted, call),
+                                 on_finish=lambda result: self.emit(ToolCallFinished, result))
+        self.streaming = Response()  # the response being streamed: what arrived of it, if Stop cuts it
         self.usage = Usage()
         self.rounds = 0
         self.tool_calls = 0
@@ -135,7 +157,6 @@ class AgentLoop:
         self._task: asyncio.Task[Any] | None = None  # the task running the loop, cut by Stop and the deadline
         self._racing = False  # is the task awaiting a model request or a tool round that Stop may cut?
         self._cutting = False  # has Stop or the deadline cancelled the task during this race?
-        self._timeouts = Timeouts()  # the tools' timeouts, one timer for the run
         if transcript is True:
             transcript = transcript_dir() / f"{time.strftime('%Y%m%d-%H%M%S')}-{self.run_id}.jsonl"
         self.transcript = Transcript(transcript) if transcript else None
@@ -155,7 +176,7 @@ class AgentLoop:
             return await self._run(prompt)
         finally:
             unsubscribe()
-            self._timeouts.close()
+            self.runner.close()
             if timer is not None:
                 timer.cancel()
 
@@ -200,13 +221,10 @@ class AgentLoop:
             self.rounds += 1
             self.emit(RoundStarted, self.rounds)
 
-            text: list[str] = []
-            calls: list[ToolCall] = []
-            cut: list[str] = []  # the server's reason, if it cut the response short
             try:
-                await self._race(self._sample(text, calls, cut))
+                response = await self._race(self._sample())
             except _Stopped as stopped:
-                self._commit_text("".join(text))  # what streamed so far; half-made calls are dropped
+                self._commit_text(self.streaming.text)  # what streamed so far; half-made calls are dropped
                 return stopped.trip
             except ContextOverflowError as e:
                 self.rounds -= 1  # the request was refused, not answered: the round is tried again
@@ -216,14 +234,14 @@ class AgentLoop:
             except ModelError as e:
                 return Trip("fatal_error", str(e) or type(e).__name__)
             self.overflows = 0
-            answer = self._commit_text("".join(text))
-            for call in calls:
-                self._commit_call(call)
-            if cut:
-                return self._truncated(cut[0], bool(answer.strip()), calls)
+            answer = self._commit_text(response.text)
+            calls = [self._commit_call(event) for event in response.calls]
+            if response.truncated:
+                return self._truncated(response.truncated, bool(answer.strip()), calls)
 
             if trip := self.limits.check_tokens(self.usage):
-                self._commit_outputs(calls, f"not run: the loop stopped ({trip.status.upper()})", "not_run")
+                self._commit_results(self.runner.unfinished(
+                    calls, f"not run: the loop stopped ({trip.status.upper()})", "not_run"))
                 return trip
             if not calls:
                 if answer.strip():
@@ -246,19 +264,21 @@ class AgentLoop:
             return self.system
         return f"{self.system}\n\n{CONTEXT_FRAME}" if self.system else CONTEXT_FRAME
 
-    async def _sample(self, text: list[str], calls: list[ToolCall], cut: list[str]) -> None:
+    async def _sample(self) -> Response:
         self.context.sent()
-        await self._stream(ModelRequest(self.system_prompt, self.context.items, self.schemas), text, calls, cut)
+        response = await self._stream(ModelRequest(self.system_prompt, self.context.items, self.schemas))
         self.emit(ContextUpdated, self.context.fill, self.context.window)
+        return response
 
-    async def _stream(self, request: ModelRequest, text: list[str], calls: list[ToolCall], cut: list[str]) -> None:
-        """Stream one request: text, calls and truncation into the lists given, usage into ``self.usage``."""
+    async def _stream(self, request: ModelRequest) -> Response:
+        """Stream one request into a :class:`Response` (:attr:`streaming` meanwhile); usage into ``self.usage``."""
         turn = request.purpose == "turn"
         self.text_loop.reset()
+        response = self.streaming = Response()
         async with contextlib.aclosing(self.model.stream(request)) as stream:  # an abort disconnects at once
             async for event in stream:
                 if isinstance(event, TextDelta):
-                    text.append(event.text)
+                    response.pieces.append(event.text)
                     if self.on_event is not None and turn:  # validated for the listener; the history gets the
                         self.emit(TextDelta, valid_text(event.text))  # joined text
                     if turn and (trip := self.text_loop.feed(event.text)):  # cut: the text so far is committed
@@ -267,8 +287,7 @@ class AgentLoop:
                     if self.on_event is not None and turn:  # the model's own event, passed on as it is
                         self.on_event(event)
                 elif isinstance(event, FunctionCallEvent):
-                    calls.append(ToolCall(valid_text(event.call_id), valid_text(event.name),
-                                          valid_text(event.arguments)))
+                    response.calls.append(event)
                 elif isinstance(event, UsageEvent):
                     self.usage.input_tokens += event.input_tokens
                     self.usage.output_tokens += event.output_tokens
@@ -276,8 +295,11 @@ class AgentLoop:
                         self.context.observe(event.input_tokens)
                     self.emit(UsageUpdated, self.usage)
                 elif isinstance(event, Truncation):
-                    cut.append(event.reason)
+                    response.truncated = response.truncated or event.reason
+                elif isinstance(event, Thinking):
+                    response.thinking.extend(event.blocks)
         self.usage.requests += 1
+        return response
 
     # -- the context window -----------------------------------------------------------------------------------
 
@@ -318,13 +340,12 @@ class AgentLoop:
         """
         if self.limits.check_before_request(self.usage):
             return None
-        text: list[str] = []
         request = ModelRequest(self.system_prompt, items, self.schemas, purpose="summary")
         try:
-            await self._race(self._stream(request, text, [], []))
+            response = await self._race(self._stream(request))
         except ModelError:
             return None
-        return valid_text("".join(text))
+        return valid_text(response.text)
 
     def _forgive(self, call_id: str) -> None:
         """An output the model no longer sees may be fetched again once without counting as a repeat."""
@@ -340,7 +361,7 @@ class AgentLoop:
             why = (f"the model's response reached this run's cap of {cap} output tokens (--max-output-tokens {cap}; "
                    f"raise it, or leave it out for the server's own limit) ({reason})" if cap else
                    f"{why}: its own output limit (this run set no --max-output-tokens)")
-        self._commit_outputs(calls, f"not run: {why}", "not_run")
+        self._commit_results(self.runner.unfinished(calls, f"not run: {why}", "not_run"))
         kept = "; the text that arrived is kept" if had_text else ""
         skipped = f"; {len(calls)} tool call{'s' * (len(calls) != 1)} not run" if calls else ""
         return Trip("truncated", why + kept + skipped)
@@ -350,27 +371,30 @@ class AgentLoop:
         runnable = calls if left is None else calls[:left]
         refused = calls[len(runnable):]
         self.tool_calls += len(runnable)
+        results: list[ToolResult] = []
         try:
-            await self._race(run_round(runnable, self.tools, self.approve, self._started, self._finished,
-                                       self._timeouts, self.approved_for_run))
+            await self._race(self.runner.run(runnable))
         except _Stopped as stopped:
             return stopped.trip
         finally:  # also when the task running the loop is cancelled: keep the outputs of the calls that finished
-            self._commit_outputs(runnable, ABORTED_OUTPUT)
-            self._commit_outputs(refused, "not run: tool-call budget exhausted", "not_run")
+            results = self.runner.unfinished(runnable, ABORTED_OUTPUT)
+            self._commit_results(results)
+            refused_results = self.runner.unfinished(refused, "not run: tool-call budget exhausted", "not_run")
+            self._commit_results(refused_results)
 
         trip = None
-        for call in runnable:
-            self.signatures[call.call_id] = (call.name, call.normalized, call.output)
-            trip = (trip or self.repeats.record(call.name, call.normalized, call.output)
-                    or self.no_progress.record_call(call.name, call.normalized))
-        trip = trip or self.no_progress.record_turn(text, [(c.name, c.normalized, c.output) for c in calls])
-        trip = trip or self.failures.record_round(len([c for c in runnable if c.failed]), len(runnable))
+        for r in results:
+            self.signatures[r.call_id] = (r.name, r.call.normalized, r.output)
+            trip = (trip or self.repeats.record(r.name, r.call.normalized, r.output)
+                    or self.no_progress.record_call(r.name, r.call.normalized))
+        outcomes = [(r.name, r.call.normalized, r.output) for r in [*results, *refused_results]]
+        trip = trip or self.no_progress.record_turn(text, outcomes)
+        trip = trip or self.failures.record_round(len([r for r in results if r.failed]), len(results))
         if trip is None and refused:
             trip = self.limits.tool_call_trip()
         return trip
 
-    async def _race(self, work: Awaitable[None]) -> None:
+    async def _race(self, work: Awaitable[T]) -> T:
         """Await ``work`` in this task unless the stop signal or the deadline comes first: then they cancel this
         task (closing the model's stream, abandoning tool threads) and ``_Stopped`` is raised.
 
@@ -386,10 +410,10 @@ class AgentLoop:
         before = task.cancelling()
         self._racing, self._cutting = True, False
         try:
-            await work
+            value = await work
             if self._cutting:  # the work swallowed our cancellation and finished: its own outcome stands
                 task.uncancel()
-            return
+            return value
         except asyncio.CancelledError:
             if not self._cutting or task.uncancel() > before:  # cancelled by someone else too: not ours to handle
                 raise
@@ -405,14 +429,6 @@ class AgentLoop:
             self._cutting = True
             self._task.cancel()
 
-    def _started(self, call: ToolCall) -> None:
-        self.emit(ToolCallStarted, call)
-
-    def _finished(self, call: ToolCall) -> None:
-        call.output = valid_text(call.output)  # guards, listeners and the history all see text that encodes
-        self.denied_calls += call.status == "denied"
-        self.emit(ToolCallFinished, call)
-
     # -- committing ------------------------------------------------------------------------------------------
 
     def commit(self, item: h.Item) -> None:
@@ -422,36 +438,40 @@ class AgentLoop:
         if self.transcript:
             self.transcript.item(item)
 
-    def _commit_call(self, call: ToolCall) -> None:
-        # A model (or server) that leaves a call_id empty or reuses one would break the call/output matching.
-        base, n = call.call_id or "call", len(self.history)
-        while not call.call_id or call.call_id in self.call_ids:
-            call.call_id, n = f"{base}_{n}", n + 1
-        self.call_ids.add(call.call_id)
-        self.commit(h.function_call(call.call_id, call.name, call.arguments))
+    def _turn_item(self, item: h.Item) -> h.Item:
+        """The turn's first item carries the :class:`Thinking` blocks its response streamed (if any)."""
+        if self.streaming.thinking:
+            item[THINKING_KEY], self.streaming.thinking = self.streaming.thinking, []
+        return item
+
+    def _commit_call(self, event: FunctionCallEvent) -> ToolCall:
+        """Commit a requested call under its final call_id: a model (or server) that leaves a call_id empty or
+        reuses one would break the call/output matching."""
+        call_id = valid_text(event.call_id)
+        base, n = call_id or "call", len(self.history)
+        while not call_id or call_id in self.call_ids:
+            call_id, n = f"{base}_{n}", n + 1
+        self.call_ids.add(call_id)
+        call = ToolCall(call_id, valid_text(event.name), valid_text(event.arguments))
+        self.commit(self._turn_item(h.function_call(call.call_id, call.name, call.arguments)))
+        return call
 
     def _commit_text(self, text: str) -> str:
         """Commit a message's text (if any); return it as committed."""
         text = valid_text(text)
         if text:
-            self.commit(h.assistant_message(text))
+            self.commit(self._turn_item(h.assistant_message(text)))
             self.last_text = text
             self.emit(MessageDone, text)
         return text
 
-    def _commit_outputs(self, calls: list[ToolCall], unfinished: str, status: ToolStatus = "aborted") -> None:
-        """Append every call's output in request order, synthesizing one (with ``status``) for calls that never
-        finished or never started."""
-        for call in calls:
-            if call.status is None:
-                call.status, call.output, call.synthetic = status, unfinished, True
-                if call.started:
-                    call.duration = time.monotonic() - call.started
-                self.emit(ToolCallFinished, call)
-            self.commit(h.function_call_output(call.call_id, call.output, synthetic=call.synthetic,
-                                               images=call.images))
-            if call.status == "ok":
-                self.findings.append({"tool": call.name, "arguments": call.arguments, "output": call.output})
+    def _commit_results(self, results: list[ToolResult]) -> None:
+        """Append each call's output, in request order."""
+        for r in results:
+            self.commit(h.function_call_output(r.call_id, r.output, synthetic=r.synthetic, images=list(r.images)))
+            if r.status == "ok":
+                self.findings.append({"tool": r.name, "arguments": r.arguments, "output": r.output})
+            self.denied_calls += r.status == "denied"
 
     def _finish(self, trip: Trip) -> LoopResult:
         result = LoopResult(
@@ -485,6 +505,6 @@ async def run(prompt: str | None, *, model: Model, **options: Any) -> LoopResult
     """Run the agent loop on ``prompt`` and return a :class:`LoopResult`; never raises for a guard, budget or abort.
 
     Options are those of :class:`AgentLoop`: ``tools``, ``system``, ``history``, ``limits``, ``guards``,
-    ``stop``, ``on_event``, ``approve``, ``transcript``.
+    ``stop``, ``on_event``, ``approve``, ``transcript``, ``context_window``.
     """
     return await AgentLoop(model, **options).run(prompt)

@@ -19,7 +19,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
@@ -30,6 +30,7 @@ from ..events import Event
 from ..guards import GuardConfig
 from ..loop import AgentLoop
 from ..models.base import Model, accepts_images
+from ..models.providers import resolve, split_model
 from ..record.transcript import load_transcript
 from ..result import LoopResult
 from ..stop import StopSignal
@@ -40,15 +41,13 @@ from .approvals import headless_runner, is_terminal, no_clicks_reason, nobody_ap
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
 from .exits import exit_refused
 from .kernel.tools import KERNEL_TOOL_NAMES, KernelTools
-from .mcp_servers import MCP_USAGE, KernelServers, McpImages, mcp_tools
+from .mcp_servers import MCP_USAGE, KernelServers, mcp_tools
 from .options import AgentOptions, merge, option_arguments, option_traits, split_line
 from .panel import PANEL_TEXT, Panel
 from .render import RunRecord, render_html, render_markdown, render_text
 
 if TYPE_CHECKING:
     from ..mcp import MCPServer
-    from ..models.openai_chat import OpenAIChatModel
-    from ..models.openai_responses import OpenAIResponsesModel
 
 DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"
 BUILT_IN_TOOLS = {*FILE_TOOL_NAMES, *KERNEL_TOOL_NAMES}
@@ -61,6 +60,21 @@ NO_MODEL = (
 )
 
 
+@dataclass(repr=False)  # shown as a LoopResult is (its _repr_pretty_), not as the dataclass repr
+class CellResult(LoopResult):
+    """The :class:`~agentkernel.LoopResult` of a ``%%agent`` cell (``_agent``), with the code its run ran."""
+
+    executed_code: list[str] = field(default_factory=list, repr=False)
+    """The code the notebook's ``run_python`` tool ran, in order."""
+
+    def _summary_lines(self) -> list[str]:
+        lines = super()._summary_lines()
+        if self.executed_code:
+            n = len(self.executed_code)
+            lines.append(f"code run in the kernel: {n} piece{'s' * (n != 1)} in .executed_code")
+        return lines
+
+
 @dataclass
 class CellRun:
     """Everything one cell's run needs, prepared in the kernel's main thread before the loop starts."""
@@ -71,7 +85,6 @@ class CellRun:
     prompt: str
     out: str | None
     kernel: KernelTools
-    images: McpImages
     cells: bool = False
     interrupted: bool = False
 
@@ -245,8 +258,7 @@ class AgentMagics(Magics):
         model = self.resolve_model(options)
         model_images = accepts_images(model) if options.images is None else options.images
         kernel = KernelTools(self.shell, images=model_images)
-        images = McpImages()
-        served = mcp_tools(servers or {}, images, set(), model_images)
+        served = mcp_tools(servers or {}, set(), model_images)
         tools = self.resolve_tools(options, kernel, served)
         untrusted = {t.name: name for name, server_tools in served.items()
                      if not (servers or {})[name].entry.trust_annotations for t in server_tools}
@@ -262,7 +274,7 @@ class AgentMagics(Magics):
             limits=limits,
             guards=guards,
             stop=stop,
-            on_event=fan_out(panel, record, kernel, images),
+            on_event=fan_out(panel, record),
             approve=self.approver(panel, options, clickable, untrusted),
             transcript=options.transcripts,
             context_window=options.context_window or None,
@@ -270,9 +282,8 @@ class AgentMagics(Magics):
         bundle = panel.widget._repr_mimebundle_()
         bundle["text/plain"] = PANEL_TEXT  # a fixed text, so saved notebooks compare equal under nbval
         display(bundle, raw=True)
-        kernel.on_displays = images.on_displays = panel.show_displays
         return CellRun(loop=loop, panel=panel, record=record, prompt=prompt, out=options.out, kernel=kernel,
-                       images=images, cells=options.cells)
+                       cells=options.cells)
 
     def expand_text(self, prompt: str) -> str:
         """``{expression}`` and ``$name`` replaced by IPython's rules for magic lines; a text with a field that does
@@ -307,22 +318,31 @@ class AgentMagics(Magics):
                 raise AgentConfigError(f"{name!r} in the notebook is a {type(found).__name__}, not a model "
                                        "(it needs a stream(request) method, like agentkernel.ScriptedModel)")
             return found
-        base_url = options.base_url or None
+        try:
+            resolved = resolve(name or DEFAULT_OPENAI_MODEL, api=options.api,
+                               base_url=self.provider_base_url(name, options))
+        except ValueError as e:
+            raise AgentConfigError(str(e)) from None
         if options.api_key_env and not os.environ.get(options.api_key_env):
             raise AgentConfigError(f"--api-key-env names {options.api_key_env}, which is not set in this kernel's "
                                    "environment: set it there (the key stays out of the notebook) or leave the "
                                    "option out for a server that needs no key.")
-        if not (os.environ.get("OPENAI_API_KEY") or options.api_key_env) and not base_url:
+        if problem := resolved.key_problem(options.api_key_env):
             raise AgentConfigError(NO_MODEL if not name else
-                                   f"Model {name!r} is not an object in this notebook and OPENAI_API_KEY is not set: "
-                                   "set the key, give --base-url for a local server, or use a scripted model.")
-        cls: type[OpenAIChatModel | OpenAIResponsesModel]
-        if options.api == "chat":
-            from ..models.openai_chat import OpenAIChatModel as cls
-        else:
-            from ..models.openai_responses import OpenAIResponsesModel as cls
-        return cls(name or DEFAULT_OPENAI_MODEL, base_url=base_url, api_key_env=options.api_key_env or None,
-                   max_output_tokens=options.max_output_tokens or None, temperature=options.temperature)
+                                   f"Model {name!r} is not an object in this notebook and {problem}.")
+        return resolved.model_object(api_key_env=options.api_key_env or None,
+                                     max_output_tokens=options.max_output_tokens or None,
+                                     temperature=options.temperature)
+
+    @staticmethod
+    def provider_base_url(name: str, options: AgentOptions) -> str | None:
+        """``--base-url`` for the model named; a value that only came from ``$OPENAI_BASE_URL`` is for OpenAI (a
+        plain name, ``openai:``) and no other provider."""
+        provider = split_model(name)[0]
+        from_env = options.base_url == os.environ.get("OPENAI_BASE_URL")
+        if provider is not None and provider.name not in ("openai", "openai-compatible") and from_env:
+            return None
+        return options.base_url or None
 
     def known_tools(self, options: AgentOptions) -> set[str]:
         """The ``--tools`` names that are built-ins or in the notebook (the others may name MCP servers' tools)."""
@@ -420,17 +440,18 @@ class AgentMagics(Magics):
         finally:
             signal.signal(signal.SIGINT, previous)
 
-    def publish(self, run: CellRun, result: LoopResult) -> None:
-        result.executed_code = run.kernel.executed_code
+    def publish(self, run: CellRun, result: LoopResult) -> CellResult:
+        result = CellResult(**{f.name: getattr(result, f.name) for f in fields(LoopResult)},
+                            executed_code=run.kernel.executed_code)
         self.user_ns["_agent"] = result
         if run.out:
             self.user_ns[run.out] = result
+        return result
 
     def finish(self, run: CellRun) -> None:
         """Store the result, leave the static rendering, and end the cell as the run's status says."""
-        result = run.loop.result
-        assert result is not None
-        self.publish(run, result)
+        assert run.loop.result is not None
+        result = self.publish(run, run.loop.result)
         display({
             # A widget view with an empty model id is hidden wherever ipywidgets renders, so the live user sees the
             # run once, in the panel; where widgets do not render (GitHub, nbviewer, nbconvert) the HTML shows.
@@ -440,7 +461,7 @@ class AgentMagics(Magics):
             "text/plain": render_text(result, run.record),
         }, raw=True)
         # run_python's figures and MCP tools' images, hidden the same way where the panel shows them
-        for image in [*run.kernel.images(), *run.images.outputs]:
+        for image in run.record.images:
             display({WIDGET_VIEW: {"version_major": 2, "version_minor": 0, "model_id": ""}, **image.data},
                     metadata=image.metadata, raw=True)
         if run.cells and result.executed_code:

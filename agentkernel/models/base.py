@@ -64,6 +64,10 @@ class UsageEvent:
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    estimated: bool = False
 
     @property
     def total_tokens(self) -> int:
@@ -82,7 +86,22 @@ class Truncation:
     reason: str
 
 
-ModelEvent = TextDelta | FunctionCallProgress | FunctionCallEvent | UsageEvent | Truncation
+@dataclass
+class Thinking:
+    """The model's reasoning as its provider wants it sent back with the turn (Anthropic's signed ``thinking`` and
+    ``redacted_thinking`` blocks, as the API gave them).
+
+    The loop keeps the blocks on the turn's first history item, under :data:`THINKING_KEY`; the adapter that made
+    them sends them back in front of that turn, the others leave the key out of their requests.
+    """
+
+    blocks: list[dict[str, Any]]
+
+
+THINKING_KEY = "thinking"
+"""The history item key that holds a turn's :class:`Thinking` blocks."""
+
+ModelEvent = TextDelta | FunctionCallProgress | FunctionCallEvent | UsageEvent | Truncation | Thinking
 
 
 class ModelError(Exception):

@@ -9,7 +9,8 @@ A cassette holds one line per model request::
                           without call ids>]},
      "events": [{"type": "text", "text": "…"}, {"type": "function_call", "call_id": "…", "name": "…",
                  "arguments": "…"}, {"type": "usage", "input_tokens": 12, "output_tokens": 3},
-                {"type": "truncated", "reason": "length"}],
+                {"type": "truncated", "reason": "length"},
+                {"type": "thinking", "blocks": [<Anthropic's thinking blocks>]}],
      "error": "…"}                     # only when the request failed (replayed as the same ModelError)
 
 The request part is a summary, not the request: a cassette never holds the system prompt (only a hash of it), an
@@ -42,6 +43,7 @@ from .base import (
     ModelEvent,
     ModelRequest,
     TextDelta,
+    Thinking,
     Truncation,
     UsageEvent,
     accepts_images,
@@ -123,6 +125,8 @@ def event_to_dict(event: ModelEvent) -> dict[str, Any]:
         return {"type": "usage", "input_tokens": event.input_tokens, "output_tokens": event.output_tokens}
     if isinstance(event, Truncation):
         return {"type": "truncated", "reason": event.reason}
+    if isinstance(event, Thinking):
+        return {"type": "thinking", "blocks": event.blocks}
     raise TypeError(f"not a model event: {event!r}")
 
 
@@ -137,6 +141,8 @@ def event_from_dict(data: dict[str, Any]) -> ModelEvent:
         return UsageEvent(input_tokens=data.get("input_tokens", 0), output_tokens=data.get("output_tokens", 0))
     if kind == "truncated":
         return Truncation(str(data.get("reason") or "incomplete"))
+    if kind == "thinking":
+        return Thinking(list(data.get("blocks") or []))
     raise ValueError(f"unknown cassette event type {kind!r}")
 
 

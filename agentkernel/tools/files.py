@@ -29,13 +29,13 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..text import short, take_lines
-from .base import Tool, tool
+from .base import MAX_OUTPUT_CHARS, Tool, tool
 from .file_reading import SNIFF_BYTES, read_text_file, split_lines
 from .file_search import search_files
 
 __all__ = [
     "FILE_TOOL_NAMES", "MAX_FILE_BYTES", "MAX_OUTPUT_CHARS", "PACKAGE_DIR", "PathPolicy", "file_tools",
-    "list_dir", "read_file", "search_text",
+    "list_dir", "read_file", "search_text",  # noqa: F822 - made when first named (see __getattr__)
 ]
 
 FILE_TOOL_NAMES = ("read_file", "list_dir", "search_text")
@@ -44,7 +44,6 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 MAX_FILE_BYTES = 1_000_000
 """Files larger than this are only read in parts (offset/limit) and are skipped by search_text."""
-MAX_OUTPUT_CHARS = 20_000
 """No tool returns more text than this, so one call cannot flood the model's context."""
 MAX_LIST_ENTRIES = 1000
 MAX_MATCHES = 200
@@ -435,4 +434,11 @@ def file_tools(root: str | os.PathLike[str] | PathPolicy | None = None) -> list[
     return [tool(f, max_output_chars=None) for f in (read, list_, search_text)]
 
 
-read_file, list_dir, search_text = file_tools()
+def __getattr__(name: str) -> Tool:
+    """``read_file``, ``list_dir`` and ``search_text`` for the working directory, made when first named (making a
+    tool imports pydantic, which ``%load_ext`` does not need)."""
+    if name not in FILE_TOOL_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    made = dict(zip(FILE_TOOL_NAMES, file_tools(), strict=True))
+    globals().update(made)
+    return made[name]
