@@ -50,6 +50,13 @@ class Terminal:
             self.child.sendline(line)
         return self.prompt()
 
+    def ask(self, *lines: str) -> None:
+        """Type a cell of ``lines`` and the empty line that ends it (as ``%%timeit`` is ended); wait for the
+        approval question."""
+        for line in (*lines, "", ""):
+            self.child.sendline(line)
+        self.child.expect(QUESTION)
+
     def value(self, expression: str) -> str:
         self.child.sendline(f"print('VALUE', repr({expression}), 'END')")
         self.child.expect(r"VALUE (.*) END\r")
@@ -82,10 +89,7 @@ def test_a_cell_waits_for_its_body_and_approvals_are_asked_on_the_terminal(termi
     terminal.prompt()
     child.sendline("%%agent -m m")
     assert child.expect([r"\.\.\.:", r"UsageError", rf"In \[{terminal.count}\]:"]) == 0  # waits, like %%timeit
-    child.sendline("compute x")
-    child.sendline("")
-    child.sendline("")  # an empty line ends the cell
-    child.expect(QUESTION)
+    terminal.ask("compute x")  # an empty line ends the cell
     child.sendline("y")
     child.expect(QUESTION)  # asked again: "y" approves one call
     child.sendline("n")
@@ -99,11 +103,7 @@ def test_a_cell_waits_for_its_body_and_approvals_are_asked_on_the_terminal(termi
 def test_all_this_run_and_a_note(terminal: Terminal):
     child = terminal.child
     terminal.cell("m = twice()")
-    child.sendline("%%agent -m m")
-    child.sendline("compute")
-    child.sendline("")
-    child.sendline("")
-    child.expect(QUESTION)
+    terminal.ask("%%agent -m m", "compute")
     child.sendline("a")  # run_python for the rest of the run: the second call is not asked about
     shown = terminal.prompt()
     assert "agent: complete · 3 rounds · 2 tool calls ·" in shown and "Approve" not in shown  # (since the "a")
@@ -119,11 +119,7 @@ def test_all_this_run_and_a_note(terminal: Terminal):
 def test_ctrl_c_at_the_question_denies_and_stops_the_run(terminal: Terminal):
     child = terminal.child
     terminal.cell("m = twice()")
-    child.sendline("%%agent -m m")
-    child.sendline("compute")
-    child.sendline("")
-    child.sendline("")
-    child.expect(QUESTION)
+    terminal.ask("%%agent -m m", "compute")
     child.sendintr()
     shown = terminal.prompt()
     assert "denied: the run is stopped" in shown, shown
