@@ -409,7 +409,7 @@ class AgentMagics(Magics):
         if where is None and is_terminal(self.shell) and clickable:
             return terminal_approver(panel.stop_signal)
         if where is None and not clickable:
-            where = "autoawait is off, so the cell blocks and its panel cannot be clicked"
+            where = "autoawait is off, so the cell blocks and its panel cannot be clicked (%autoawait on lets it ask)"
         if where is not None:
             return nobody_approver(where, untrusted or {})
         timeout = options.approval_timeout or None

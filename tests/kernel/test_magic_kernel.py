@@ -415,7 +415,9 @@ def test_autoawait_off_denies_side_effects_at_once(kernel: KernelSession):
     assert cell.status == "ok" and not cell.errors, cell.describe()
     assert kernel.value("notes") == []
     (seen,) = kernel.value("seen_outputs")
-    assert seen.startswith("denied"), seen
+    assert seen == ("denied: write_note has side effects and nobody can approve it: autoawait is off, so the cell "
+                    "blocks and its panel cannot be clicked (%autoawait on lets it ask); pass --allow-writes to run "
+                    "it unasked"), seen
 
 
 def test_autoawait_off_interrupt_aborts_cleanly(kernel: KernelSession):
