@@ -66,6 +66,10 @@ YIELD_EVERY = 0.005
 """Seconds a run may go without letting the event loop run (when neither its model nor its tools ever wait)."""
 
 
+OUTPUT_LIMIT_REASONS = ("length", "max_output_tokens", "max_tokens")
+"""The truncation reasons (Chat ``finish_reason``, Responses ``incomplete_details.reason``) of an output cap."""
+
+
 T = TypeVar("T")
 
 
@@ -148,6 +152,7 @@ class AgentLoop:
         self.usage = Usage()
         self.rounds = 0
         self.tool_calls = 0
+        self.denied_calls = 0
         self.findings: list[dict[str, Any]] = []
         self.last_text: str | None = None
         self.result: LoopResult | None = None
@@ -358,6 +363,11 @@ class AgentLoop:
     def _truncated(self, reason: str, had_text: bool, calls: list[ToolCall]) -> Trip:
         """End the run on a response the server cut short: its calls may be incomplete, so none of them runs."""
         why = f"the server cut the model's response short ({reason})"
+        if reason in OUTPUT_LIMIT_REASONS:  # whose cap was it: this run's max_output_tokens, or the server's own
+            cap = getattr(self.model, "max_output_tokens", None)
+            why = (f"the model's response reached this run's cap of {cap} output tokens (--max-output-tokens {cap}; "
+                   f"raise it, or leave it out for the server's own limit) ({reason})" if cap else
+                   f"{why}: its own output limit (this run set no --max-output-tokens)")
         self._commit_results(self.runner.unfinished(calls, f"not run: {why}", "not_run"))
         kept = "; the text that arrived is kept" if had_text else ""
         skipped = f"; {len(calls)} tool call{'s' * (len(calls) != 1)} not run" if calls else ""
@@ -469,6 +479,7 @@ class AgentLoop:
             self.commit(h.function_call_output(r.call_id, r.output, synthetic=r.synthetic, images=list(r.images)))
             if r.status == "ok":
                 self.findings.append({"tool": r.name, "arguments": r.arguments, "output": r.output})
+            self.denied_calls += r.status == "denied"
 
     def _finish(self, trip: Trip) -> LoopResult:
         result = LoopResult(
@@ -478,6 +489,7 @@ class AgentLoop:
             usage=self.usage,
             rounds=self.rounds,
             tool_calls=self.tool_calls,
+            denied_calls=self.denied_calls,
             partial_findings=self.findings,
             detail=valid_text(trip.detail),
             compactions=len(self.compactions),

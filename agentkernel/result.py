@@ -35,6 +35,8 @@ class LoopResult:
     """Model requests made."""
     tool_calls: int = 0
     """Tool calls run (calls refused by a budget are not counted)."""
+    denied_calls: int = 0
+    """Side-effecting calls that were not approved (denied by the user, by no answer, or with nobody to ask)."""
     partial_findings: list[dict[str, Any]] = field(default_factory=list, repr=False)
     """``{"tool", "arguments", "output"}`` of every call that succeeded, in order: what was learned so far."""
     detail: str = ""
@@ -63,19 +65,26 @@ class LoopResult:
         return " ".join(self.detail.split()).rstrip(".")
 
     @property
+    def denied(self) -> str:
+        """``1 call denied`` (empty when none was)."""
+        return f"{_count(self.denied_calls, 'call')} denied" if self.denied_calls else ""
+
+    @property
     def summary(self) -> str:
         """One sentence about the run, made without asking the model."""
         work = self.work
+        denied = f" ({self.denied})" if self.denied_calls else ""
         if self.status == "complete":
-            return f"Answered after {work}."
+            return f"Answered after {work}{denied}."
         detail = self.detail_clause
-        return f"Stopped with {self.status.upper()} after {work}{': ' + detail if detail else ''}."
+        return f"Stopped with {self.status.upper()} after {work}{denied}{': ' + detail if detail else ''}."
 
     # -- display in a notebook: a short summary, never the whole history -------------------------------------
 
     def _summary_lines(self) -> list[str]:
         lines = [f"LoopResult: {self.status} · {_count(self.rounds, 'round')} · "
-                 f"{_count(self.tool_calls, 'tool call')} · {_count(self.usage.total_tokens, 'token')}"]
+                 f"{_count(self.tool_calls, 'tool call')} · {_count(self.usage.total_tokens, 'token')}"
+                 + (f" · {self.denied}" if self.denied_calls else "")]
         if self.detail:
             lines.append(f"why: {short(self.detail, 300)}")
         if self.answer:

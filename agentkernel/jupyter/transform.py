@@ -49,3 +49,8 @@ def rewrite_agent_cell(lines: list[str]) -> list[str]:
         line, text = one.group("line"), None
     call = f"get_ipython().magics_manager.registry['AgentMagics'].run_async({line!r}, {text!r})"
     return [f"await {call}\n"]
+
+
+# IPython's check_complete (the terminal's "is this cell done?", ipykernel's is_complete_request) skips transforms
+# marked so; it then sees ``%%agent`` as a cell magic and waits for the body, as it does for ``%%timeit``.
+rewrite_agent_cell.has_side_effects = True  # type: ignore[attr-defined]

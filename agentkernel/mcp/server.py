@@ -14,6 +14,8 @@ import contextlib
 import json
 import os
 import re
+import shutil
+import sysconfig
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -182,7 +184,8 @@ class MCPServer:
             from mcp.client.stdio import StdioServerParameters, stdio_client
 
             # The SDK's minimal environment (PATH, HOME, ...) plus the entry's: never the kernel's keys.
-            parameters = StdioServerParameters(command=entry.command, args=list(entry.args), env=dict(entry.env),
+            command = find_command(entry.command, entry.env.get("PATH"))
+            parameters = StdioServerParameters(command=command, args=list(entry.args), env=dict(entry.env),
                                                cwd=entry.cwd)
             return stdio_client(parameters, errlog=log)
         import httpx2
@@ -333,3 +336,21 @@ def _describe(error: BaseException) -> str:
         error = error.exceptions[0]
     text = str(error)
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def find_command(command: str, path: str | None = None) -> str:
+    """A stdio server's ``command`` as a path: looked up on ``PATH``, then in the kernel's own environment (the
+    scripts folder of ``sys.prefix``, where ``pip install`` put it; a kernel started by its full path or by a
+    kernelspec pointing into a virtual environment often lacks it on ``PATH``). A path is kept as given.
+
+    ``path``: the ``PATH`` the entry's ``env`` gives it, else the kernel's. FileNotFoundError naming both places
+    when it is in neither.
+    """
+    if os.path.dirname(command):
+        return command
+    scripts = sysconfig.get_path("scripts")
+    found = shutil.which(command, path=path) or shutil.which(command, path=scripts)
+    if found is None:
+        raise FileNotFoundError(f"the command {command!r} is neither on PATH nor in this kernel's environment "
+                                f"({scripts}): install it there, or give its absolute path as \"command\"")
+    return found

@@ -231,9 +231,17 @@ class ReplayModel:
             if not line.strip():
                 continue
             try:
-                self.exchanges.append(json.loads(line))
+                exchange = json.loads(line)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{self.path}:{number} is not a cassette line ({e.msg})") from None
+            try:
+                if not isinstance(exchange, dict) or not isinstance(exchange.get("events", []), list):
+                    raise TypeError('not an object with a list of "events"')
+                for event in exchange.get("events", []):
+                    event_from_dict(event)
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                raise ValueError(f"{self.path}:{number} is not a cassette line ({_reason(e)})") from None
+            self.exchanges.append(exchange)
         recorded = self.exchanges[0].get("model") if self.exchanges else None
         self.name = f"replay of {recorded}" if recorded else "replay"
         self.requests = 0
@@ -275,6 +283,10 @@ class ReplayModel:
         if exchange.get("interrupted"):
             raise ModelError(f"the cassette {self.path.name} was recorded from a run stopped during request "
                              f"{number}; it holds nothing after this point")
+
+
+def _reason(error: Exception) -> str:
+    return f"an event lacks {error}" if isinstance(error, KeyError) else str(error) or type(error).__name__
 
 
 def compare_requests(recorded: dict[str, Any], live: dict[str, Any]) -> list[str]:

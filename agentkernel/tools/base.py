@@ -244,12 +244,14 @@ class Decision:
     ``Decision(approve=True, for_run=True)`` runs this call and every later call of the same tool in this run
     unasked (never in another run: each run, each ``%%agent`` cell, asks afresh). ``Decision(approve=False,
     note="use the parquet file instead")`` denies the call and sends the note to the model as its output, so the
-    run goes on, steered. Only ``approve is True`` approves.
+    run goes on, steered. Only ``approve is True`` approves. ``Decision(approve=False, reason="nobody can approve it
+    here (CI is set)")`` is a denial nobody decided: the reason (and the way out) replaces "the user denied it".
     """
 
     approve: bool
     for_run: bool = False
     note: str = ""
+    reason: str = ""
 
 
 Verdict = bool | Decision

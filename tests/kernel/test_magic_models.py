@@ -99,4 +99,4 @@ def test_api_key_env_naming_an_unset_variable_is_a_config_error_before_the_run(k
     cell = kernel.run("%%agent --api chat --base-url http://127.0.0.1:9/v1 -m small --api-key-env SERVER_KEY\nhi")
     (error,) = cell.errors
     assert error["ename"] == "AgentConfigError" and "SERVER_KEY, which is not set" in error["evalue"]
-    assert not cell.displays and kernel.value("'_agent' in globals()") is False
+    assert not cell.displays and kernel.value("_agent.status") == "fatal_error"

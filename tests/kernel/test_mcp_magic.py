@@ -7,11 +7,12 @@ and checks that the kernel is alive and the history valid afterwards.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
 import pytest
-from kernel_client import KernelSession, agent_kernel
+from kernel_client import KernelSession, agent_kernel, kernel_env
 from mcp_servers import TZ_CALL, git_repository, need, processes, servers, write_config
 
 STOP_BOUND = 1.0  # Stop / --max-seconds: the cell idle within this of the click or the deadline (issue: 0.5 s)
@@ -95,7 +96,12 @@ def test_without_trusted_annotations_every_call_asks(kernel: KernelSession):
     cell = agent(kernel, [f"Call('clock__convert_time', {TZ_CALL!r})"], "--mcp clock")
     assert cell.status == "ok", cell.describe()
     [output] = outputs(kernel)
-    assert output.startswith("denied: clock__convert_time") and "no one is there to approve it" in output
+    # the real reason (the annotations are not trusted) and both ways out; the run says a call was denied
+    assert output.startswith("denied: clock__convert_time") and "AGENTKERNEL_NONINTERACTIVE is set" in output
+    assert "MCP server 'clock''s annotations are not trusted" in output
+    assert '"trustAnnotations": true' in output and "--allow-writes" in output
+    assert kernel.value("_agent.denied_calls") == 1
+    assert "agent: complete · 2 rounds · 1 tool call · 1 call denied ·" in cell.displays[-1]["text/plain"]
     cell = agent(kernel, [f"Call('clock__convert_time', {TZ_CALL!r})"], "--mcp clock --allow-writes")
     assert "Asia/Tokyo" in outputs(kernel)[0]
 
@@ -218,7 +224,9 @@ def test_a_bad_command_and_a_malformed_config_are_clear(kernel: KernelSession):
     kernel.ok("m = ScriptedModel(['done'])")
     [error] = kernel.run("%%agent -m m --mcp missing\ngo").errors
     assert error["ename"] == "AgentConfigError" and "MCP server 'missing'" in error["evalue"]
-    assert "No such file or directory" in error["evalue"]
+    scripts = kernel.value("__import__('sysconfig').get_path('scripts')")
+    assert (f"the command 'agentkernel-no-such-command' is neither on PATH nor in this kernel's environment "
+            f'({scripts}): install it there, or give its absolute path as "command"') in error["evalue"]
     [error] = kernel.run("%%agent -m m --mcp-config broken.json --mcp good\ngo").errors
     assert error["ename"] == "AgentConfigError"
     assert "broken.json: server 'bad':" in error["evalue"] and "command" in error["evalue"]
@@ -363,3 +371,29 @@ def test_without_the_mcp_package_mcp_says_how_to_install_it(tmp_path: Path):
         ks.ok("from agentkernel import ScriptedModel\nm = ScriptedModel(['done'])")
         [error] = ks.run("%%agent -m m --mcp time\ngo").errors
     assert error["ename"] == "AgentConfigError" and "pip install 'agentkernel[mcp]'" in error["evalue"]
+
+
+def test_a_server_installed_in_the_kernels_environment_is_found_without_path(tmp_path: Path):
+    """A kernel started by its full path (a kernelspec pointing into a venv) often lacks the venv's bin on PATH:
+    mcp-server-time, installed beside the kernel's python, is still found."""
+    need("mcp-server-time")
+    import sys
+    import sysconfig
+
+    scripts = sysconfig.get_path("scripts")
+    assert Path(scripts, "mcp-server-time").exists(), "mcp-server-time is installed in this environment"
+    path = os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep)
+                           if d and d != scripts and not Path(d, "mcp-server-time").exists())
+    (tmp_path / "cwd").mkdir()
+    write_config(tmp_path / "cwd" / ".mcp.json", servers(tmp_path))
+    ks = KernelSession(tmp_path / "cwd", kernel_env(tmp_path, PATH=path), kernel_name="python3")
+    try:
+        ks.ok("%load_ext agentkernel")
+        assert ks.value("__import__('shutil').which('mcp-server-time')") is None
+        assert ks.value("__import__('sys').executable") == sys.executable
+        ks.ok(RESET)
+        cell = agent(ks, [f"Call('time__convert_time', {TZ_CALL!r})"], "--mcp time")
+        assert cell.status == "ok", cell.describe()
+        assert "Asia/Tokyo" in outputs(ks)[0]
+    finally:
+        ks.shutdown()

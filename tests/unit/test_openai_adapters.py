@@ -71,7 +71,7 @@ def test_a_truncated_response_ends_the_run_and_runs_none_of_its_calls(api, reaso
     call, output = result.history[-2:]
     assert (call["type"], call["arguments"]) == ("function_call", '{"word": "cat"}')
     assert output["call_id"] == call["call_id"] and output["synthetic"] is True
-    assert output["output"] == f"not run: the server cut the model's response short ({reason})"
+    assert output["output"].startswith(f"not run: the server cut the model's response short ({reason})")
     assert len(server.requests) == 1
     validate_history(result.history)
 

@@ -1,0 +1,113 @@
+"""Who answers a side-effecting call's approval in a ``%%agent`` cell, and what a denial nobody decided says.
+
+The panel asks in a widget front end (JupyterLab, Notebook 7, VS Code). Terminal IPython has no widgets: the
+question is asked on the terminal (:func:`terminal_approver`). Where nobody can answer (``CI``,
+``AGENTKERNEL_NONINTERACTIVE``, or a kernel run by nbclient, papermill or nbconvert: :func:`headless_runner`) a
+call is denied at once, and the denial says why and what to pass instead (:func:`nobody_approver`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..stop import StopSignal
+from ..text import pretty_arguments
+from ..tools import Decision, Tool, ToolCall
+
+QUESTION = "Approve {name}? [y]es / [a]ll this run / [n]o / note: "
+
+
+def is_terminal(shell: Any) -> bool:
+    """Whether ``shell`` is terminal IPython's (no widget front end, a person at a terminal)."""
+    module = sys.modules.get("IPython.terminal.interactiveshell")  # loaded only when the terminal runs
+    return module is not None and isinstance(shell, module.TerminalInteractiveShell)
+
+
+def headless_runner(shell: Any) -> str | None:
+    """Why no front end can answer in this kernel, or None: the cell was sent by nbclient (which papermill and
+    ``jupyter nbconvert --execute`` use) rather than by a notebook front end.
+
+    The signal is the execute request itself: nbclient sends ``allow_stdin: false`` and no cell metadata, while
+    JupyterLab, Notebook 7 and VS Code allow ``input()`` and send the cell's id (``cellId``) with every request.
+    """
+    kernel = getattr(shell, "kernel", None)
+    get_parent = getattr(kernel, "get_parent", None)
+    if get_parent is None:  # not an ipykernel (terminal IPython, a plain InteractiveShell)
+        return None
+    request = get_parent() or {}
+    content, metadata = request.get("content") or {}, request.get("metadata") or {}
+    if request.get("msg_type") != "execute_request" or content.get("allow_stdin", True) or "cellId" in metadata:
+        return None
+    return "this kernel is run without a front end (nbclient, papermill or nbconvert: no input, no widgets)"
+
+
+def nobody_approver(where: str, untrusted: dict[str, str]) -> Callable[[ToolCall, Tool], Decision]:
+    """Deny every side-effecting call at once, saying ``where`` nobody can approve it and the way out.
+
+    ``untrusted`` maps the tools of MCP servers whose annotations are not trusted to their server: such a tool may
+    well be read-only, and the way out is the server's ``"trustAnnotations"``.
+    """
+
+    def deny(call: ToolCall, tool: Tool) -> Decision:
+        server = untrusted.get(tool.name)
+        if server is not None:
+            return Decision(False, reason=(
+                f"nobody can approve it: {where}. MCP server {server!r}'s annotations are not trusted, so each of its "
+                f'tools asks; set "trustAnnotations": true in its entry of the MCP configuration to run the tools it '
+                "annotates read-only unasked, or pass --allow-writes to run every tool unasked"))
+        return Decision(False, reason=f"nobody can approve it: {where}; pass --allow-writes to run it unasked")
+
+    return deny
+
+
+def terminal_approver(stop: StopSignal) -> Callable[[ToolCall, Tool], Decision]:
+    """Ask on the terminal: ``y`` approves, ``a`` approves the tool for the rest of the run, ``n`` (or nothing)
+    denies, any other text denies with that text as the note the model reads; Ctrl-C (or end of input) denies and
+    stops the run."""
+
+    def ask(call: ToolCall, tool: Tool) -> Decision:
+        print(f"\n{call.name} has side effects; its arguments:\n{pretty_arguments(call.arguments)}", flush=True)
+        try:
+            with interruptible():
+                answer = input(QUESTION.format(name=call.name)).strip()
+        except (KeyboardInterrupt, EOFError):
+            print("\ndenied: the run is stopped", flush=True)
+            stop.set("interrupted at an approval")
+            return Decision(False, reason="the run was stopped at its approval")
+        if answer.lower() in ("y", "yes"):
+            return Decision(True)
+        if answer.lower() in ("a", "all"):
+            return Decision(True, for_run=True)
+        if answer.lower() in ("", "n", "no"):
+            return Decision(False)
+        return Decision(False, note=answer)
+
+    return ask
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt here, whatever handler the run installed (which only sets the stop flag:
+    ``input()`` would go on waiting)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def no_clicks_reason() -> str | None:
+    """The environment that says nobody clicks (``CI``, ``AGENTKERNEL_NONINTERACTIVE``), as a reason; else None."""
+    for name in ("AGENTKERNEL_NONINTERACTIVE", "CI"):
+        if os.environ.get(name):
+            return f"{name} is set, so nobody is asked"
+    return None

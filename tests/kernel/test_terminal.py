@@ -1,0 +1,130 @@
+"""``%%agent`` in terminal IPython (issue 24, items 1-2), driven through a pty as a person types.
+
+A ``%%agent`` line waits for the cell body as ``%%timeit`` does (Enter on an empty line runs it), and a
+side-effecting call is asked about on the terminal: ``y``, ``a`` (the tool for the rest of the run), a note that
+denies, and Ctrl-C, which denies and stops the run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pexpect  # type: ignore[import-untyped]
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+QUESTION = re.escape("Approve run_python? [y]es / [a]ll this run / [n]o / note: ")
+SETUP = ("from agentkernel import Call, ScriptedModel; "
+         "twice = lambda: ScriptedModel([Call('run_python', {'code': 'x = 6 * 7'}), "
+         "Call('run_python', {'code': 'y = 1'}), 'done'])")
+
+
+OUTPUTS = "[o['output'] for o in _agent.history if o['type'] == 'function_call_output']"
+
+
+class Terminal:
+    """``python -m IPython`` (prompt_toolkit's full front end) in a pty."""
+
+    def __init__(self, root: Path):
+        env = {k: v for k, v in os.environ.items() if k not in ("CI", "AGENTKERNEL_NONINTERACTIVE")}
+        env.update(PYTHONPATH=str(ROOT), IPYTHONDIR=str(root / "ipython"),
+                   AGENTKERNEL_TRANSCRIPTS=str(root / "transcripts"))
+        self.child = pexpect.spawn(sys.executable, ["-m", "IPython", "--no-banner", "--colors=NoColor"], env=env,
+                                   cwd=str(root), encoding="utf-8", timeout=30, dimensions=(50, 200))
+        self.count = 1
+        self.prompt()
+
+    def prompt(self) -> str:
+        """Wait for the next ``In [N]:``; what came before it (escape sequences removed)."""
+        self.child.expect(rf"In \[{self.count}\]:")
+        self.count += 1
+        return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r", "", self.child.before)
+
+    def cell(self, *lines: str) -> str:
+        """Type the lines, Enter after each; the output up to the next prompt."""
+        for line in lines:
+            self.child.sendline(line)
+        return self.prompt()
+
+    def ask(self, *lines: str) -> None:
+        """Type a cell of ``lines`` and the empty line that ends it (as ``%%timeit`` is ended); wait for the
+        approval question."""
+        for line in (*lines, "", ""):
+            self.child.sendline(line)
+        self.child.expect(QUESTION)
+
+    def value(self, expression: str) -> str:
+        self.child.sendline(f"print('VALUE', repr({expression}), 'END')")
+        self.child.expect(r"VALUE (.*) END\r")
+        value = self.child.match.group(1)
+        self.prompt()
+        return value
+
+
+@pytest.fixture
+def terminal(tmp_path: Path) -> Iterator[Terminal]:
+    term = Terminal(tmp_path)
+    try:
+        term.cell("%load_ext agentkernel")
+        term.cell(SETUP)
+        yield term
+    finally:
+        term.child.sendline("exit")
+        term.child.expect(pexpect.EOF)
+        term.child.close()
+
+
+def test_ipython_here_is_the_9_series_of_this_python():
+    version = pexpect.run(f"{sys.executable} -m IPython --version", encoding="utf-8").strip()
+    assert version.startswith("9."), version
+
+
+def test_a_cell_waits_for_its_body_and_approvals_are_asked_on_the_terminal(terminal: Terminal):
+    child = terminal.child
+    child.sendline("m = twice()")
+    terminal.prompt()
+    child.sendline("%%agent -m m")
+    assert child.expect([r"\.\.\.:", r"UsageError", rf"In \[{terminal.count}\]:"]) == 0  # waits, like %%timeit
+    terminal.ask("compute x")  # an empty line ends the cell
+    child.sendline("y")
+    child.expect(QUESTION)  # asked again: "y" approves one call
+    child.sendline("n")
+    shown = terminal.prompt()
+    assert "agent: complete · 3 rounds · 2 tool calls · 1 call denied" in shown, shown
+    assert terminal.value("x") == "42"
+    assert terminal.value(OUTPUTS) == repr(["(the code ran; no output and no value)",
+                                             "denied: run_python has side effects and the user denied it"])
+
+
+def test_all_this_run_and_a_note(terminal: Terminal):
+    child = terminal.child
+    terminal.cell("m = twice()")
+    terminal.ask("%%agent -m m", "compute")
+    child.sendline("a")  # run_python for the rest of the run: the second call is not asked about
+    shown = terminal.prompt()
+    assert "agent: complete · 3 rounds · 2 tool calls ·" in shown and "Approve" not in shown  # (since the "a")
+    assert terminal.value("_agent.executed_code") == repr(["x = 6 * 7", "y = 1"])
+    terminal.cell("m = ScriptedModel([Call('run_python', {'code': 'z = 0'}), 'done'])")
+    child.sendline("%agent -m m compute")  # one line: runs at once
+    child.expect(QUESTION)
+    child.sendline("use the variable x instead")
+    terminal.prompt()
+    assert terminal.value(OUTPUTS) == repr(["denied by the user: use the variable x instead"])
+
+
+def test_ctrl_c_at_the_question_denies_and_stops_the_run(terminal: Terminal):
+    child = terminal.child
+    terminal.cell("m = twice()")
+    terminal.ask("%%agent -m m", "compute")
+    child.sendintr()
+    shown = terminal.prompt()
+    assert "denied: the run is stopped" in shown, shown
+    assert terminal.value("_agent.status") == repr("aborted")
+    assert terminal.value(OUTPUTS) == repr(["denied: run_python has side effects and the run was stopped at its "
+                                             "approval"])
+    assert terminal.value("'x' in dir()") == "False"
+    assert terminal.value("1 + 1") == "2"  # the shell goes on
