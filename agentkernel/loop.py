@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 import time
 import uuid
@@ -41,8 +42,9 @@ from .models.base import (
     Truncation,
     UsageEvent,
 )
+from .pricing import Pricer, no_price_error, price_for
 from .record import history as h
-from .record.context import CONTEXT_FRAME, Compaction, ContextView, estimate
+from .record.context import CONTEXT_FRAME, Compaction, ContextView, estimate, item_tokens
 from .record.transcript import Transcript, transcript_dir
 from .result import LoopResult
 from .stop import StopSignal
@@ -58,6 +60,10 @@ Choose few, well-aimed calls; read what a tool returns before calling again; ans
 If you cannot finish, say what you found so far and what you would still need."""
 
 ABORTED_OUTPUT = "aborted: the run was stopped before this call finished"
+
+UNCOUNTED_MARGIN = 1.5
+"""How much more input the cost budget allows for before the server has counted a request (characters / 4
+undercounts JSON and code)."""
 
 YIELD_EVERY = 0.005
 """Seconds a run may go without letting the event loop run (when neither its model nor its tools ever wait)."""
@@ -91,6 +97,7 @@ class AgentLoop:
         approve: Approver | None = None,
         transcript: str | os.PathLike[str] | bool = False,
         context_window: int | None = None,
+        price: Pricer | None = None,
     ):
         self.model = model
         self.tools = as_registry(tools)
@@ -120,13 +127,18 @@ class AgentLoop:
         self.approve = approve
         self.approved_for_run: set[str] = set()  # tools the approver said yes to for the rest of this run
         self.run_id = uuid.uuid4().hex[:12]
-        self.usage = Usage()
+        # What the model's tokens cost (given, the model's own, or genai-prices'); None: unknown.
+        self.price = price_for(model, price)
+        if self.limits.max_cost and self.price is None:
+            raise no_price_error(model)
+        self.usage = Usage(cost=None if self.price is None else 0.0)
         self.rounds = 0
         self.tool_calls = 0
         self.findings: list[dict[str, Any]] = []
         self.last_text: str | None = None
         self.result: LoopResult | None = None
         self.deadline: float | None = None
+        self._reported = False  # did the response being streamed report its usage?
         self._task: asyncio.Task[Any] | None = None  # the task running the loop, cut by Stop and the deadline
         self._racing = False  # is the task awaiting a model request or a tool round that Stop may cut?
         self._cutting = False  # has Stop or the deadline cancelled the task during this race?
@@ -192,6 +204,9 @@ class AgentLoop:
                 return trip
             if self.context.needs_compaction() and (trip := await self._compact("high water")):
                 return trip
+            cap = self.limits.check_cost(self.usage, self.price, self._input_tokens(self.context.fill))
+            if isinstance(cap, Trip):
+                return cap
             self.rounds += 1
             self.emit(RoundStarted, self.rounds)
 
@@ -199,7 +214,7 @@ class AgentLoop:
             calls: list[ToolCall] = []
             cut: list[str] = []  # the server's reason, if it cut the response short
             try:
-                await self._race(self._sample(text, calls, cut))
+                await self._race(self._sample(text, calls, cut, cap))
             except _Stopped as stopped:
                 self._commit_text("".join(text))  # what streamed so far; half-made calls are dropped
                 return stopped.trip
@@ -215,7 +230,7 @@ class AgentLoop:
             for call in calls:
                 self._commit_call(call)
             if cut:
-                return self._truncated(cut[0], bool(answer.strip()), calls)
+                return self._truncated(cut[0], bool(answer.strip()), calls, self._budget_cut(cap))
 
             if trip := self.limits.check_tokens(self.usage):
                 self._commit_outputs(calls, f"not run: the loop stopped ({trip.status.upper()})", "not_run")
@@ -241,15 +256,29 @@ class AgentLoop:
             return self.system
         return f"{self.system}\n\n{CONTEXT_FRAME}" if self.system else CONTEXT_FRAME
 
-    async def _sample(self, text: list[str], calls: list[ToolCall], cut: list[str]) -> None:
+    async def _sample(self, text: list[str], calls: list[ToolCall], cut: list[str], cap: int | None) -> None:
         self.context.sent()
-        await self._stream(ModelRequest(self.system_prompt, self.context.items, self.schemas), text, calls, cut)
+        request = ModelRequest(self.system_prompt, self.context.items, self.schemas, max_output_tokens=cap,
+                               cache_key=self.run_id)
+        await self._stream(request, text, calls, cut)
         self.emit(ContextUpdated, self.context.fill, self.context.window)
 
     async def _stream(self, request: ModelRequest, text: list[str], calls: list[ToolCall], cut: list[str]) -> None:
         """Stream one request: text, calls and truncation into the lists given, usage into ``self.usage``."""
-        turn = request.purpose == "turn"
         self.text_loop.reset()
+        self._reported = False
+        try:
+            await self._stream_events(request, text, calls, cut)
+        except (_Stopped, asyncio.CancelledError):  # cut short: the tokens it used still count
+            if not self._reported:
+                self._count(self._estimated_usage(request, text, calls), request.purpose == "turn")
+            self.usage.requests += 1
+            raise
+        self.usage.requests += 1
+
+    async def _stream_events(self, request: ModelRequest, text: list[str], calls: list[ToolCall],
+                             cut: list[str]) -> None:
+        turn = request.purpose == "turn"
         async with contextlib.aclosing(self.model.stream(request)) as stream:  # an abort disconnects at once
             async for event in stream:
                 if isinstance(event, TextDelta):
@@ -265,14 +294,42 @@ class AgentLoop:
                     calls.append(ToolCall(valid_text(event.call_id), valid_text(event.name),
                                           valid_text(event.arguments)))
                 elif isinstance(event, UsageEvent):
-                    self.usage.input_tokens += event.input_tokens
-                    self.usage.output_tokens += event.output_tokens
-                    if turn and self.reports_prompt:
-                        self.context.observe(event.input_tokens)
-                    self.emit(UsageUpdated, self.usage)
+                    self._count(event, turn)
                 elif isinstance(event, Truncation):
                     cut.append(event.reason)
-        self.usage.requests += 1
+
+    # -- usage and cost ---------------------------------------------------------------------------------------
+
+    def _count(self, event: UsageEvent, turn: bool) -> None:
+        """Add a response's usage, priced, to the run's."""
+        self._reported = True
+        self.usage.add(event, None if self.price is None else self.price.cost(event))
+        if turn and self.reports_prompt and not event.estimated:
+            self.context.observe(event.input_tokens)
+        if self.transcript:
+            self.transcript.write({"event": "usage", **{k: v for k, v in vars(event).items() if v}})
+        self.emit(UsageUpdated, self.usage)
+
+    def _estimated_usage(self, request: ModelRequest, text: list[str], calls: list[ToolCall]) -> UsageEvent:
+        """A response cut before the server sent its usage: characters / 4 of what was sent and streamed."""
+        streamed = estimate("".join(text)) + sum(estimate(call.arguments) for call in calls)
+        return UsageEvent(self._request_tokens(request), streamed, estimated=True)
+
+    def _request_tokens(self, request: ModelRequest) -> int:
+        """The input tokens of ``request`` as the context view estimates them."""
+        if request.purpose == "turn":
+            return self.context.fill
+        return round(self.context.ratio * (self.context.fixed + sum(map(item_tokens, request.history))))
+
+    def _input_tokens(self, estimated: int) -> int:
+        """An estimate of a request's input for the cost budget: before the server's first count, with room for
+        a tokenizer that counts more than characters / 4."""
+        return estimated if self.context.base is not None else math.ceil(UNCOUNTED_MARGIN * estimated)
+
+    def _budget_cut(self, cap: int | None) -> bool:
+        """Whether an output cap of ``cap`` was the cost budget's (lower than the model's own)."""
+        own = getattr(self.model, "max_output_tokens", None)
+        return cap is not None and (own is None or cap < own)
 
     # -- the context window -----------------------------------------------------------------------------------
 
@@ -313,8 +370,12 @@ class AgentLoop:
         """
         if self.limits.check_before_request(self.usage):
             return None
-        text: list[str] = []
         request = ModelRequest(self.system_prompt, items, self.schemas, purpose="summary")
+        cap = self.limits.check_cost(self.usage, self.price, self._input_tokens(self._request_tokens(request)))
+        if isinstance(cap, Trip):
+            return None
+        request.max_output_tokens = cap
+        text: list[str] = []
         try:
             await self._race(self._stream(request, text, [], []))
         except ModelError:
@@ -327,12 +388,17 @@ class AgentLoop:
         if signature is not None:
             self.repeats.forgive(*signature)
 
-    def _truncated(self, reason: str, had_text: bool, calls: list[ToolCall]) -> Trip:
-        """End the run on a response the server cut short: its calls may be incomplete, so none of them runs."""
+    def _truncated(self, reason: str, had_text: bool, calls: list[ToolCall], budget: bool = False) -> Trip:
+        """End the run on a response the server cut short: its calls may be incomplete, so none of them runs.
+
+        ``budget``: the output cap was the cost budget's, so the run ends as ``hit_cost_cap``."""
         why = f"the server cut the model's response short ({reason})"
         self._commit_outputs(calls, f"not run: {why}", "not_run")
         kept = "; the text that arrived is kept" if had_text else ""
         skipped = f"; {len(calls)} tool call{'s' * (len(calls) != 1)} not run" if calls else ""
+        if budget:
+            trip = self.limits.cost_trip(self.usage)
+            return Trip(trip.status, trip.detail + kept + skipped)
         return Trip("truncated", why + kept + skipped)
 
     async def _run_tools(self, text: str, calls: list[ToolCall]) -> Trip | None:

@@ -17,7 +17,7 @@ import openai
 from ..record.history import Item
 from ..redact import known_secrets, redact_text, without_credentials
 from ..text import short
-from .base import ContextOverflowError, ModelError
+from .base import ContextOverflowError, ModelError, ModelRequest
 from .overflow import overflow_numbers
 
 DEFAULT_TIMEOUT = openai.Timeout(600.0, connect=10.0)
@@ -47,7 +47,8 @@ class OpenAIModelBase:
     so a ``base_url`` written into a shared notebook never receives your key. Other servers get a placeholder.
 
     ``max_output_tokens`` caps each response (Responses ``max_output_tokens``; Chat ``max_completion_tokens``
-    for the OpenAI API, ``max_tokens`` for other servers); ``temperature`` is sent when set.
+    for the OpenAI API, ``max_tokens`` for other servers); ``temperature`` is sent when set. ``provider`` names
+    the provider whose prices apply (``openai`` for a proxy of the OpenAI API; see :attr:`price_provider`).
     """
 
     def __init__(
@@ -62,6 +63,7 @@ class OpenAIModelBase:
         temperature: float | None = None,
         max_retries: int = 2,
         timeout: float | openai.Timeout | None = DEFAULT_TIMEOUT,
+        provider: str | None = None,
     ):
         if max_output_tokens is not None and max_output_tokens < 1:
             raise ValueError(f"max_output_tokens must be a positive number of tokens, not {max_output_tokens}")
@@ -78,6 +80,7 @@ class OpenAIModelBase:
         self._max_retries = max_retries
         self._timeout = timeout
         self._discovered: tuple[int | None] | None = None
+        self._provider = provider
 
     @property
     def client(self) -> openai.AsyncOpenAI:
@@ -142,13 +145,23 @@ class OpenAIModelBase:
         them (a text-only local server rejects a request that holds one)."""
         return self.is_openai_api
 
-    def sampling_options(self, max_tokens_field: str) -> dict[str, Any]:
-        """``temperature`` and the output cap (sent as ``max_tokens_field``), only those that are set."""
+    @property
+    def price_provider(self) -> str | None:
+        """The provider whose prices apply (a ``genai-prices`` id): ``provider`` if given, ``openai`` for the OpenAI
+        API; ``None`` leaves it to the base URL (see :mod:`agentkernel.pricing`)."""
+        return self._provider or ("openai" if self.is_openai_api else None)
+
+    def sampling_options(self, max_tokens_field: str, request: ModelRequest) -> dict[str, Any]:
+        """``temperature``, the output cap (sent as ``max_tokens_field``: the lower of the model's and the request's)
+        and, for OpenAI, the run's ``prompt_cache_key``; only those that are set."""
         options: dict[str, Any] = {}
-        if self.max_output_tokens is not None:
-            options[max_tokens_field] = self.max_output_tokens
+        caps = [cap for cap in (self.max_output_tokens, request.max_output_tokens) if cap is not None]
+        if caps:
+            options[max_tokens_field] = min(caps)
         if self.temperature is not None:
             options["temperature"] = self.temperature
+        if request.cache_key and self.price_provider == "openai":  # other servers may refuse a field they lack
+            options["prompt_cache_key"] = request.cache_key
         return options
 
     @contextlib.asynccontextmanager
