@@ -523,7 +523,8 @@ class AgentLoop:
             transcript=str(self.transcript.path) if self.transcript else None,
         )
         if self.transcript:
-            self.transcript.write({"event": "finish", "status": result.status, "detail": result.detail})
+            self.transcript.write({"event": "finish", "status": result.status, "detail": result.detail,
+                                   "usage": vars(self.usage).copy()})
             self.transcript.close()
         self.result = result
         self.emit(RunFinished, result)

@@ -42,7 +42,7 @@ from ..events import (
 from ..stop import StopSignal
 from ..text import cut
 from ..tools import Decision, Tool, ToolCall
-from ..usage import Limits
+from ..usage import Limits, Usage
 from .kernel.code_runner import Output
 from .render import HTML_OUTPUT_CHARS, arguments_html, call_title
 
@@ -104,13 +104,15 @@ class Panel:
         self.round = 0
         self.calls = 0
         self.tokens = 0
+        self.usage = Usage()
         self.state = "running"
         self.status = widgets.HTML()
         self.bars: dict[str, widgets.FloatProgress] = {}
         for key, label, limit in (("rounds", "rounds", limits.max_iterations),
                                   ("tokens", "tokens", limits.max_tokens),
                                   ("seconds", "seconds", limits.max_seconds),
-                                  ("calls", "tool calls", limits.max_tool_calls)):
+                                  ("calls", "tool calls", limits.max_tool_calls),
+                                  ("cost", "cost (USD)", limits.max_cost)):
             if limit:
                 self.bars[key] = widgets.FloatProgress(value=0, min=0, max=float(limit), description=label)
         self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop",
@@ -164,7 +166,7 @@ class Panel:
             self.round = event.round
             self.drop_unfinished_writing()
         elif isinstance(event, UsageUpdated):
-            self.tokens = event.usage.total_tokens
+            self.tokens, self.usage = event.usage.total_tokens, event.usage
         elif isinstance(event, ContextUpdated):
             self.context = (event.fill, event.window) if event.window else None
         elif isinstance(event, ContextCompacted):
@@ -358,11 +360,11 @@ class Panel:
     def refresh(self) -> None:
         elapsed = time.monotonic() - self.started
         status = (f"<code>{self.state} · round {self.round} · {self.calls} tool call{'s' * (self.calls != 1)} · "
-                  f"{self.tokens} tokens · {elapsed:.1f} s</code>")
+                  f"{self.usage.line} · {elapsed:.1f} s</code>")
         if status != self.status.value:
             self.status.value = status
         for key, value in (("rounds", self.round), ("tokens", self.tokens), ("seconds", elapsed),
-                           ("calls", self.calls)):
+                           ("calls", self.calls), ("cost", self.usage.cost or 0.0)):
             if key in self.bars:
                 self.bars[key].value = min(float(value), self.bars[key].max)
         if self.context is not None:

@@ -77,7 +77,7 @@ class RunRecord:
 def headline(result: LoopResult) -> str:
     compacted = result.compactions
     return (f"agent: {result.status} · {result.rounds} round{'s' * (result.rounds != 1)} · "
-            f"{result.tool_calls} tool call{'s' * (result.tool_calls != 1)} · {result.usage.total_tokens} tokens"
+            f"{result.tool_calls} tool call{'s' * (result.tool_calls != 1)} · {result.usage.line}"
             + (f" · {compacted} compaction{'s' * (compacted != 1)}" if compacted else ""))
 
 
