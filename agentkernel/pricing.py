@@ -100,6 +100,8 @@ def catalog_price(model: object) -> Catalog | None:
         catalog.cost(UsageEvent())
     except LookupError:  # an unknown provider or model
         return None
+    except ImportError:  # genai-prices is a dependency, but a trimmed environment may lack it: cost unknown
+        return None
     return catalog
 
 
