@@ -265,3 +265,23 @@ def test_the_transcript_records_each_requests_usage_and_the_runs(tmp_path):
     finish = records[-1]
     assert finish["event"] == "finish" and finish["usage"]["cost"] == pytest.approx(result.usage.cost)
     assert math.isclose(finish["usage"]["cache_read_tokens"], result.usage.cache_read_tokens)
+
+
+def test_genai_prices_matches_providers_by_base_url_and_loads_only_when_a_run_is_priced():
+    import subprocess
+    import sys
+
+    code = """
+import sys
+import agentkernel, agentkernel.loop, agentkernel.jupyter.magics
+from agentkernel import OpenAIChatModel
+from agentkernel.pricing import catalog_price
+assert "genai_prices" not in sys.modules
+known = catalog_price(OpenAIChatModel("llama-3.3-70b-versatile", base_url="https://api.groq.com/openai/v1"))
+assert known is not None and known.provider_api_url.startswith("https://api.groq.com"), known
+assert catalog_price(OpenAIChatModel("gpt-4.1-mini", base_url="http://localhost:11434/v1")) is None
+assert catalog_price(OpenAIChatModel("gpt-4.1-mini")).provider_id == "openai"
+"""
+    from pathlib import Path
+
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60, cwd=Path(__file__).parents[1])

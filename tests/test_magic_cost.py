@@ -11,10 +11,6 @@ from openai_server import Reply, ScriptedServer, responses_events
 RESET = """\
 %reset -f
 %autoawait True
-import os
-for _name in ("CI", "AGENTKERNEL_NONINTERACTIVE", "OPENAI_API_KEY", "OPENAI_BASE_URL", "AGENTKERNEL_MODEL"):
-    os.environ.pop(_name, None)
-del _name
 %config AgentMagics.price = ''
 from agentkernel import Call, ScriptedModel
 m = ScriptedModel(["Hello there."])
