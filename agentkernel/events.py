@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from .models.base import FunctionCallProgress, TextDelta
 from .record.context import Compaction
 from .result import LoopResult
-from .tools import ToolCall
+from .tools.base import ToolCall, ToolResult
 from .usage import Usage
 
 
@@ -36,9 +36,9 @@ class ToolCallStarted:
 
 @dataclass
 class ToolCallFinished:
-    """A call has its outcome (``call.status``: ok, error, denied, aborted or not_run)."""
+    """A call has its outcome (``result.status``: ok, error, denied, aborted or not_run)."""
 
-    call: ToolCall
+    result: ToolResult
 
 
 @dataclass

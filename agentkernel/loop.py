@@ -15,7 +15,8 @@ import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from .endings import Trip
 from .events import (
@@ -49,8 +50,7 @@ from .record.transcript import Transcript, transcript_dir
 from .result import LoopResult
 from .stop import StopSignal
 from .text import valid_text
-from .tools import Approver, Tool, ToolCall, ToolStatus, as_registry, run_round
-from .tools.timeouts import Timeouts
+from .tools import Approver, Tool, ToolCall, ToolResult, ToolRunner, as_registry
 from .usage import Limits, Usage
 
 DEFAULT_SYSTEM_PROMPT = """\
@@ -67,6 +67,25 @@ undercounts JSON and code)."""
 
 YIELD_EVERY = 0.005
 """Seconds a run may go without letting the event loop run (when neither its model nor its tools ever wait)."""
+
+
+T = TypeVar("T")
+
+
+@dataclass
+class Response:
+    """What one model request gave: its text, the calls it asked for, the server's reason if it cut it short, and
+    its usage."""
+
+    pieces: list[str] = field(default_factory=list)
+    calls: list[FunctionCallEvent] = field(default_factory=list)
+    truncated: str | None = None
+    usage: UsageEvent | None = None
+    """As the server reported it, or estimated (see :class:`UsageEvent`)."""
+
+    @property
+    def text(self) -> str:
+        return "".join(self.pieces)
 
 
 class _Stopped(Exception):
@@ -124,9 +143,11 @@ class AgentLoop:
         self.text_loop = TextLoopGuard(guards.text_repeats)
         self.stop = stop or StopSignal()
         self.on_event = on_event
-        self.approve = approve
-        self.approved_for_run: set[str] = set()  # tools the approver said yes to for the rest of this run
         self.run_id = uuid.uuid4().hex[:12]
+        self.runner = ToolRunner(self.tools, approve, run_id=self.run_id,
+                                 on_start=lambda call: self.emit(ToolCallStarted, call),
+                                 on_finish=lambda result: self.emit(ToolCallFinished, result))
+        self.streaming = Response()  # the response being streamed: what arrived of it, if Stop cuts it
         # What the model's tokens cost (given, the model's own, or genai-prices'); None: unknown.
         self.price = price_for(model, price)
         if self.limits.max_cost and self.price is None:
@@ -138,11 +159,9 @@ class AgentLoop:
         self.last_text: str | None = None
         self.result: LoopResult | None = None
         self.deadline: float | None = None
-        self._reported = False  # did the response being streamed report its usage?
         self._task: asyncio.Task[Any] | None = None  # the task running the loop, cut by Stop and the deadline
         self._racing = False  # is the task awaiting a model request or a tool round that Stop may cut?
         self._cutting = False  # has Stop or the deadline cancelled the task during this race?
-        self._timeouts = Timeouts()  # the tools' timeouts, one timer for the run
         if transcript is True:
             transcript = transcript_dir() / f"{time.strftime('%Y%m%d-%H%M%S')}-{self.run_id}.jsonl"
         self.transcript = Transcript(transcript) if transcript else None
@@ -162,7 +181,7 @@ class AgentLoop:
             return await self._run(prompt)
         finally:
             unsubscribe()
-            self._timeouts.close()
+            self.runner.close()
             if timer is not None:
                 timer.cancel()
 
@@ -210,13 +229,10 @@ class AgentLoop:
             self.rounds += 1
             self.emit(RoundStarted, self.rounds)
 
-            text: list[str] = []
-            calls: list[ToolCall] = []
-            cut: list[str] = []  # the server's reason, if it cut the response short
             try:
-                await self._race(self._sample(text, calls, cut, cap))
+                response = await self._race(self._sample(cap))
             except _Stopped as stopped:
-                self._commit_text("".join(text))  # what streamed so far; half-made calls are dropped
+                self._commit_text(self.streaming.text)  # what streamed so far; half-made calls are dropped
                 return stopped.trip
             except ContextOverflowError as e:
                 self.rounds -= 1  # the request was refused, not answered: the round is tried again
@@ -226,14 +242,14 @@ class AgentLoop:
             except ModelError as e:
                 return Trip("fatal_error", str(e) or type(e).__name__)
             self.overflows = 0
-            answer = self._commit_text("".join(text))
-            for call in calls:
-                self._commit_call(call)
-            if cut:
-                return self._truncated(cut[0], bool(answer.strip()), calls, self._budget_cut(cap))
+            answer = self._commit_text(response.text)
+            calls = [self._commit_call(event) for event in response.calls]
+            if response.truncated:
+                return self._truncated(response.truncated, bool(answer.strip()), calls, self._budget_cut(cap))
 
             if trip := self.limits.check_tokens(self.usage):
-                self._commit_outputs(calls, f"not run: the loop stopped ({trip.status.upper()})", "not_run")
+                self._commit_results(self.runner.unfinished(
+                    calls, f"not run: the loop stopped ({trip.status.upper()})", "not_run"))
                 return trip
             if not calls:
                 if answer.strip():
@@ -256,33 +272,35 @@ class AgentLoop:
             return self.system
         return f"{self.system}\n\n{CONTEXT_FRAME}" if self.system else CONTEXT_FRAME
 
-    async def _sample(self, text: list[str], calls: list[ToolCall], cut: list[str], cap: int | None) -> None:
+    async def _sample(self, cap: int | None = None) -> Response:
         self.context.sent()
         request = ModelRequest(self.system_prompt, self.context.items, self.schemas, max_output_tokens=cap,
                                cache_key=self.run_id)
-        await self._stream(request, text, calls, cut)
+        response = await self._stream(request)
         self.emit(ContextUpdated, self.context.fill, self.context.window)
+        return response
 
-    async def _stream(self, request: ModelRequest, text: list[str], calls: list[ToolCall], cut: list[str]) -> None:
-        """Stream one request: text, calls and truncation into the lists given, usage into ``self.usage``."""
+    async def _stream(self, request: ModelRequest) -> Response:
+        """Stream one request into a :class:`Response` (:attr:`streaming` meanwhile); usage into ``self.usage``,
+        estimated when Stop, the wall clock or the text-loop guard cut the response before the server sent it."""
         self.text_loop.reset()
-        self._reported = False
+        response = self.streaming = Response()
         try:
-            await self._stream_events(request, text, calls, cut)
+            await self._stream_into(response, request)
         except (_Stopped, asyncio.CancelledError):  # cut short: the tokens it used still count
-            if not self._reported:
-                self._count(self._estimated_usage(request, text, calls), request.purpose == "turn")
+            if response.usage is None:
+                self._count(self._estimated_usage(request, response), request.purpose == "turn", response)
             self.usage.requests += 1
             raise
         self.usage.requests += 1
+        return response
 
-    async def _stream_events(self, request: ModelRequest, text: list[str], calls: list[ToolCall],
-                             cut: list[str]) -> None:
+    async def _stream_into(self, response: Response, request: ModelRequest) -> None:
         turn = request.purpose == "turn"
         async with contextlib.aclosing(self.model.stream(request)) as stream:  # an abort disconnects at once
             async for event in stream:
                 if isinstance(event, TextDelta):
-                    text.append(event.text)
+                    response.pieces.append(event.text)
                     if self.on_event is not None and turn:  # validated for the listener; the history gets the
                         self.emit(TextDelta, valid_text(event.text))  # joined text
                     if turn and (trip := self.text_loop.feed(event.text)):  # cut: the text so far is committed
@@ -291,18 +309,17 @@ class AgentLoop:
                     if self.on_event is not None and turn:  # the model's own event, passed on as it is
                         self.on_event(event)
                 elif isinstance(event, FunctionCallEvent):
-                    calls.append(ToolCall(valid_text(event.call_id), valid_text(event.name),
-                                          valid_text(event.arguments)))
+                    response.calls.append(event)
                 elif isinstance(event, UsageEvent):
-                    self._count(event, turn)
+                    self._count(event, turn, response)
                 elif isinstance(event, Truncation):
-                    cut.append(event.reason)
+                    response.truncated = response.truncated or event.reason
 
     # -- usage and cost ---------------------------------------------------------------------------------------
 
-    def _count(self, event: UsageEvent, turn: bool) -> None:
+    def _count(self, event: UsageEvent, turn: bool, response: Response) -> None:
         """Add a response's usage, priced, to the run's."""
-        self._reported = True
+        response.usage = event
         self.usage.add(event, None if self.price is None else self.price.cost(event))
         if turn and self.reports_prompt and not event.estimated:
             self.context.observe(event.input_tokens)
@@ -310,9 +327,9 @@ class AgentLoop:
             self.transcript.write({"event": "usage", **{k: v for k, v in vars(event).items() if v}})
         self.emit(UsageUpdated, self.usage)
 
-    def _estimated_usage(self, request: ModelRequest, text: list[str], calls: list[ToolCall]) -> UsageEvent:
+    def _estimated_usage(self, request: ModelRequest, response: Response) -> UsageEvent:
         """A response cut before the server sent its usage: characters / 4 of what was sent and streamed."""
-        streamed = estimate("".join(text)) + sum(estimate(call.arguments) for call in calls)
+        streamed = estimate(response.text) + sum(estimate(call.arguments) for call in response.calls)
         return UsageEvent(self._request_tokens(request), streamed, estimated=True)
 
     def _request_tokens(self, request: ModelRequest) -> int:
@@ -375,12 +392,11 @@ class AgentLoop:
         if isinstance(cap, Trip):
             return None
         request.max_output_tokens = cap
-        text: list[str] = []
         try:
-            await self._race(self._stream(request, text, [], []))
+            response = await self._race(self._stream(request))
         except ModelError:
             return None
-        return valid_text("".join(text))
+        return valid_text(response.text)
 
     def _forgive(self, call_id: str) -> None:
         """An output the model no longer sees may be fetched again once without counting as a repeat."""
@@ -393,7 +409,7 @@ class AgentLoop:
 
         ``budget``: the output cap was the cost budget's, so the run ends as ``hit_cost_cap``."""
         why = f"the server cut the model's response short ({reason})"
-        self._commit_outputs(calls, f"not run: {why}", "not_run")
+        self._commit_results(self.runner.unfinished(calls, f"not run: {why}", "not_run"))
         kept = "; the text that arrived is kept" if had_text else ""
         skipped = f"; {len(calls)} tool call{'s' * (len(calls) != 1)} not run" if calls else ""
         if budget:
@@ -406,27 +422,30 @@ class AgentLoop:
         runnable = calls if left is None else calls[:left]
         refused = calls[len(runnable):]
         self.tool_calls += len(runnable)
+        results: list[ToolResult] = []
         try:
-            await self._race(run_round(runnable, self.tools, self.approve, self._started, self._finished,
-                                       self._timeouts, self.approved_for_run))
+            await self._race(self.runner.run(runnable))
         except _Stopped as stopped:
             return stopped.trip
         finally:  # also when the task running the loop is cancelled: keep the outputs of the calls that finished
-            self._commit_outputs(runnable, ABORTED_OUTPUT)
-            self._commit_outputs(refused, "not run: tool-call budget exhausted", "not_run")
+            results = self.runner.unfinished(runnable, ABORTED_OUTPUT)
+            self._commit_results(results)
+            refused_results = self.runner.unfinished(refused, "not run: tool-call budget exhausted", "not_run")
+            self._commit_results(refused_results)
 
         trip = None
-        for call in runnable:
-            self.signatures[call.call_id] = (call.name, call.normalized, call.output)
-            trip = (trip or self.repeats.record(call.name, call.normalized, call.output)
-                    or self.no_progress.record_call(call.name, call.normalized))
-        trip = trip or self.no_progress.record_turn(text, [(c.name, c.normalized, c.output) for c in calls])
-        trip = trip or self.failures.record_round(len([c for c in runnable if c.failed]), len(runnable))
+        for r in results:
+            self.signatures[r.call_id] = (r.name, r.call.normalized, r.output)
+            trip = (trip or self.repeats.record(r.name, r.call.normalized, r.output)
+                    or self.no_progress.record_call(r.name, r.call.normalized))
+        outcomes = [(r.name, r.call.normalized, r.output) for r in [*results, *refused_results]]
+        trip = trip or self.no_progress.record_turn(text, outcomes)
+        trip = trip or self.failures.record_round(len([r for r in results if r.failed]), len(results))
         if trip is None and refused:
             trip = self.limits.tool_call_trip()
         return trip
 
-    async def _race(self, work: Awaitable[None]) -> None:
+    async def _race(self, work: Awaitable[T]) -> T:
         """Await ``work`` in this task unless the stop signal or the deadline comes first: then they cancel this
         task (closing the model's stream, abandoning tool threads) and ``_Stopped`` is raised.
 
@@ -442,10 +461,10 @@ class AgentLoop:
         before = task.cancelling()
         self._racing, self._cutting = True, False
         try:
-            await work
+            value = await work
             if self._cutting:  # the work swallowed our cancellation and finished: its own outcome stands
                 task.uncancel()
-            return
+            return value
         except asyncio.CancelledError:
             if not self._cutting or task.uncancel() > before:  # cancelled by someone else too: not ours to handle
                 raise
@@ -461,13 +480,6 @@ class AgentLoop:
             self._cutting = True
             self._task.cancel()
 
-    def _started(self, call: ToolCall) -> None:
-        self.emit(ToolCallStarted, call)
-
-    def _finished(self, call: ToolCall) -> None:
-        call.output = valid_text(call.output)  # guards, listeners and the history all see text that encodes
-        self.emit(ToolCallFinished, call)
-
     # -- committing ------------------------------------------------------------------------------------------
 
     def commit(self, item: h.Item) -> None:
@@ -477,13 +489,17 @@ class AgentLoop:
         if self.transcript:
             self.transcript.item(item)
 
-    def _commit_call(self, call: ToolCall) -> None:
-        # A model (or server) that leaves a call_id empty or reuses one would break the call/output matching.
-        base, n = call.call_id or "call", len(self.history)
-        while not call.call_id or call.call_id in self.call_ids:
-            call.call_id, n = f"{base}_{n}", n + 1
-        self.call_ids.add(call.call_id)
+    def _commit_call(self, event: FunctionCallEvent) -> ToolCall:
+        """Commit a requested call under its final call_id: a model (or server) that leaves a call_id empty or
+        reuses one would break the call/output matching."""
+        call_id = valid_text(event.call_id)
+        base, n = call_id or "call", len(self.history)
+        while not call_id or call_id in self.call_ids:
+            call_id, n = f"{base}_{n}", n + 1
+        self.call_ids.add(call_id)
+        call = ToolCall(call_id, valid_text(event.name), valid_text(event.arguments))
         self.commit(h.function_call(call.call_id, call.name, call.arguments))
+        return call
 
     def _commit_text(self, text: str) -> str:
         """Commit a message's text (if any); return it as committed."""
@@ -494,19 +510,12 @@ class AgentLoop:
             self.emit(MessageDone, text)
         return text
 
-    def _commit_outputs(self, calls: list[ToolCall], unfinished: str, status: ToolStatus = "aborted") -> None:
-        """Append every call's output in request order, synthesizing one (with ``status``) for calls that never
-        finished or never started."""
-        for call in calls:
-            if call.status is None:
-                call.status, call.output, call.synthetic = status, unfinished, True
-                if call.started:
-                    call.duration = time.monotonic() - call.started
-                self.emit(ToolCallFinished, call)
-            self.commit(h.function_call_output(call.call_id, call.output, synthetic=call.synthetic,
-                                               images=call.images))
-            if call.status == "ok":
-                self.findings.append({"tool": call.name, "arguments": call.arguments, "output": call.output})
+    def _commit_results(self, results: list[ToolResult]) -> None:
+        """Append each call's output, in request order."""
+        for r in results:
+            self.commit(h.function_call_output(r.call_id, r.output, synthetic=r.synthetic, images=list(r.images)))
+            if r.status == "ok":
+                self.findings.append({"tool": r.name, "arguments": r.arguments, "output": r.output})
 
     def _finish(self, trip: Trip) -> LoopResult:
         result = LoopResult(

@@ -45,8 +45,6 @@ class LoopResult:
     run_id: str = ""
     transcript: str | None = None
     """Path of the run's JSONL transcript, if one was written."""
-    executed_code: list[str] = field(default_factory=list, repr=False)
-    """The code the notebook's ``run_python`` tool ran, in order (set by ``%%agent``; empty elsewhere)."""
 
     @property
     def requires_human(self) -> bool:
@@ -89,8 +87,6 @@ class LoopResult:
                 lines.append(f"  … ({len(answer) - ANSWER_LINES} more lines in .answer)")
         lines.append(f"history: {_count(len(self.history), 'item')} in .history; "
                      f"{_count(len(self.partial_findings), 'finding')} in .partial_findings")
-        if self.executed_code:
-            lines.append(f"code run in the kernel: {_count(len(self.executed_code), 'piece')} in .executed_code")
         return lines
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:

@@ -67,8 +67,10 @@ def event_texts(events: list[Event]) -> list[str]:
     for event in events:
         if isinstance(event, TextDelta | MessageDone):
             texts.append(event.text)
-        elif isinstance(event, ToolCallStarted | ToolCallFinished):
-            texts += [event.call.name, event.call.arguments, event.call.output]
+        elif isinstance(event, ToolCallStarted):
+            texts += [event.call.name, event.call.arguments]
+        elif isinstance(event, ToolCallFinished):
+            texts += [event.result.name, event.result.arguments, event.result.output]
     return texts
 
 

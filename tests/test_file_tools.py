@@ -340,14 +340,15 @@ def test_self_inspection_is_only_for_relative_agentkernel_paths(project: Path) -
 
 
 def test_the_roots_own_agentkernel_folder_wins(project: Path) -> None:
-    (project / "agentkernel").mkdir()
-    (project / "agentkernel" / "file_tools.py").write_text("# the project's own file\n")
+    (project / "agentkernel" / "tools").mkdir(parents=True)
+    (project / "agentkernel" / "tools" / "files.py").write_text("# the project's own file\n")
     assert call(project, "read_file", path="agentkernel/tools/files.py") == "# the project's own file"
-    assert call(project, "list_dir", path="agentkernel") == "file_tools.py"
+    assert call(project, "list_dir", path="agentkernel") == "tools/"
 
 
 def test_a_root_agentkernel_symlink_out_is_refused_not_replaced(project: Path) -> None:
-    (project.parent / "outside" / "file_tools.py").write_text("# outside\n")
+    (project.parent / "outside" / "tools").mkdir(parents=True)
+    (project.parent / "outside" / "tools" / "files.py").write_text("# outside\n")
     (project / "agentkernel").symlink_to(project.parent / "outside", target_is_directory=True)
     with pytest.raises(PermissionError):
         call(project, "read_file", path="agentkernel/tools/files.py")

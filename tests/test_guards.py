@@ -326,7 +326,7 @@ def test_hit_tool_call_cap():
     script = [reads("a", "b"), reads("c", "d", "e", "f"), "never"]
     finished = []
     result = run_sync("hi", model=ScriptedModel(script), tools=[read_file], limits=Limits(max_tool_calls=4),
-                      on_event=lambda e: finished.append(e.call.status) if isinstance(e, ToolCallFinished) else None)
+                      on_event=lambda e: finished.append(e.result.status) if isinstance(e, ToolCallFinished) else None)
     assert result.status == "hit_tool_call_cap"
     assert result.tool_calls == 4
     round2 = [output_of(result.history, c["call_id"]) for c in calls(result.history)[2:]]

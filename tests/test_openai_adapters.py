@@ -87,7 +87,7 @@ def test_a_responses_call_cut_while_being_written_is_kept_and_not_run():
     assert result.status == "truncated" and "(max_output_tokens)" in result.detail and ran == []
     assert result.history[-2] == {"type": "function_call", "call_id": "call_half", "name": "lookup",
                                   "arguments": '{"wor'}
-    assert [e.call.status for e in seen if isinstance(e, ToolCallFinished)] == ["not_run"]
+    assert [e.result.status for e in seen if isinstance(e, ToolCallFinished)] == ["not_run"]
     validate_history(result.history)
 
 

@@ -161,7 +161,7 @@ def test_events_tell_a_listener_what_happens():
     assert [e.round for e in events if isinstance(e, RoundStarted)] == [1, 2]
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Let me look.Done now."
     assert [e.text for e in events if isinstance(e, MessageDone)] == ["Let me look.", "Done now."]
-    assert [e.call.output for e in events if isinstance(e, ToolCallFinished)] == ["contents of a (20 lines)"]
+    assert [e.result.output for e in events if isinstance(e, ToolCallFinished)] == ["contents of a (20 lines)"]
 
 
 def _scenarios() -> dict[str, dict]:

@@ -214,7 +214,7 @@ def test_parallel_calls_finishing_out_of_order_are_matched_by_call_id():
 
     def on_event(event):
         if isinstance(event, ToolCallFinished):
-            finished.append(event.call.call_id)
+            finished.append(event.result.call_id)
 
     start = time.monotonic()
     result = run_sync("go", model=ScriptedModel([round_, "done"]), tools=[wait_then], on_event=on_event)
@@ -591,8 +591,10 @@ def test_tool_call_events_bracket_each_call():
     events: list[tuple[str, str, str | None]] = []
 
     def on_event(event):
-        if isinstance(event, ToolCallStarted | ToolCallFinished):
-            events.append((type(event).__name__, event.call.call_id, event.call.status))
+        if isinstance(event, ToolCallStarted):
+            events.append(("ToolCallStarted", event.call.call_id, None))
+        elif isinstance(event, ToolCallFinished):
+            events.append(("ToolCallFinished", event.result.call_id, event.result.status))
 
     run_sync("go", model=ScriptedModel([[Call("read_file", {"path": "a"}, call_id="c1")], "ok"]),
              tools=[read_file], on_event=on_event)

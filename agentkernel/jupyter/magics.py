@@ -19,7 +19,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
@@ -40,7 +40,7 @@ from ..usage import Limits
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
 from .exits import exit_refused
 from .kernel.tools import KERNEL_TOOL_NAMES, KernelTools
-from .mcp_servers import MCP_USAGE, KernelServers, McpImages, mcp_tools
+from .mcp_servers import MCP_USAGE, KernelServers, mcp_tools
 from .options import AgentOptions, merge, option_arguments, option_traits, split_line
 from .panel import PANEL_TEXT, Panel
 from .render import RunRecord, render_html, render_text
@@ -61,6 +61,21 @@ NO_MODEL = (
 )
 
 
+@dataclass(repr=False)  # shown as a LoopResult is (its _repr_pretty_), not as the dataclass repr
+class CellResult(LoopResult):
+    """The :class:`~agentkernel.LoopResult` of a ``%%agent`` cell (``_agent``), with the code its run ran."""
+
+    executed_code: list[str] = field(default_factory=list, repr=False)
+    """The code the notebook's ``run_python`` tool ran, in order."""
+
+    def _summary_lines(self) -> list[str]:
+        lines = super()._summary_lines()
+        if self.executed_code:
+            n = len(self.executed_code)
+            lines.append(f"code run in the kernel: {n} piece{'s' * (n != 1)} in .executed_code")
+        return lines
+
+
 @dataclass
 class CellRun:
     """Everything one cell's run needs, prepared in the kernel's main thread before the loop starts."""
@@ -71,7 +86,6 @@ class CellRun:
     prompt: str
     out: str | None
     kernel: KernelTools
-    images: McpImages
     cells: bool = False
     interrupted: bool = False
 
@@ -211,8 +225,7 @@ class AgentMagics(Magics):
         model = self.resolve_model(options)
         model_images = accepts_images(model) if options.images is None else options.images
         kernel = KernelTools(self.shell, images=model_images)
-        images = McpImages()
-        tools = self.resolve_tools(options, kernel, mcp_tools(servers or {}, images, set(), model_images))
+        tools = self.resolve_tools(options, kernel, mcp_tools(servers or {}, set(), model_images))
         history = self.previous_history(options.resume) if options.resume is not None else None
         stop = StopSignal()
         panel = Panel(limits, stop, throttle=options.stream_throttle)
@@ -225,7 +238,7 @@ class AgentMagics(Magics):
             limits=limits,
             guards=guards,
             stop=stop,
-            on_event=fan_out(panel, record, kernel, images),
+            on_event=fan_out(panel, record),
             approve=self.approver(panel, options, clickable),
             transcript=options.transcripts,
             context_window=options.context_window or None,
@@ -234,9 +247,8 @@ class AgentMagics(Magics):
         bundle = panel.widget._repr_mimebundle_()
         bundle["text/plain"] = PANEL_TEXT  # a fixed text, so saved notebooks compare equal under nbval
         display(bundle, raw=True)
-        kernel.on_displays = images.on_displays = panel.show_displays
         return CellRun(loop=loop, panel=panel, record=record, prompt=prompt, out=options.out, kernel=kernel,
-                       images=images, cells=options.cells)
+                       cells=options.cells)
 
     def expand(self, prompt: str) -> str:
         """``{expression}`` and ``$name`` replaced by IPython's rules for magic lines; a prompt with a field that does
@@ -374,17 +386,18 @@ class AgentMagics(Magics):
         finally:
             signal.signal(signal.SIGINT, previous)
 
-    def publish(self, run: CellRun, result: LoopResult) -> None:
-        result.executed_code = run.kernel.executed_code
+    def publish(self, run: CellRun, result: LoopResult) -> CellResult:
+        result = CellResult(**{f.name: getattr(result, f.name) for f in fields(LoopResult)},
+                            executed_code=run.kernel.executed_code)
         self.user_ns["_agent"] = result
         if run.out:
             self.user_ns[run.out] = result
+        return result
 
     def finish(self, run: CellRun) -> None:
         """Store the result, leave the static rendering, and end the cell as the run's status says."""
-        result = run.loop.result
-        assert result is not None
-        self.publish(run, result)
+        assert run.loop.result is not None
+        result = self.publish(run, run.loop.result)
         display({
             # A widget view with an empty model id is hidden wherever ipywidgets renders, so the live user sees the
             # run once, in the panel; where widgets do not render (GitHub, nbviewer, nbconvert) the HTML shows.
@@ -393,7 +406,7 @@ class AgentMagics(Magics):
             "text/plain": render_text(result, run.record),
         }, raw=True)
         # run_python's figures and MCP tools' images, hidden the same way where the panel shows them
-        for image in [*run.kernel.images(), *run.images.outputs]:
+        for image in run.record.images:
             display({WIDGET_VIEW: {"version_major": 2, "version_minor": 0, "model_id": ""}, **image.data},
                     metadata=image.metadata, raw=True)
         if run.cells and result.executed_code:

@@ -12,16 +12,14 @@ import asyncio
 import atexit
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import AgentConfigError
-from ..events import Event, ToolCallFinished, ToolCallStarted
-from ..mcp import CONFIG_FILE, MCPConfig, MCPServer, load_config
-from ..mcp.results import Image
-from ..mcp.server import tool_name
 from ..tools import Tool
-from .kernel.code_runner import Output
 from .options import AgentOptions
+
+if TYPE_CHECKING:  # agentkernel.mcp (and pydantic) are imported when a cell first needs a server
+    from ..mcp import MCPConfig, MCPServer
 
 MCP_USAGE = "%agent_mcp                 list the configured MCP servers, whether each runs, and its tools\n" \
             "%agent_mcp restart NAME    stop server NAME if it runs, and start it\n" \
@@ -52,8 +50,10 @@ class KernelServers:
         extra = [name for name in options.tools if name not in known]
         if not options.mcp and not extra:
             return Wanted()
+        from ..mcp import tool_name
+
         try:
-            config = load_config(options.mcp_config or None)
+            config = read_config(options.mcp_config)
         except AgentConfigError:
             if options.mcp or options.mcp_config:
                 raise
@@ -92,6 +92,8 @@ class KernelServers:
         if server is None or server.entry != entry:
             if server is not None:
                 await server.stop()
+            from ..mcp import MCPServer
+
             server = self.servers[name] = MCPServer(name, entry)
         return server
 
@@ -113,6 +115,8 @@ class KernelServers:
         names = [*(config.servers if config else {}), *(n for n in self.servers if not config or
                                                         n not in config.servers)]
         if not names:
+            from ..mcp import CONFIG_FILE
+
             return f"no MCP servers are configured in {config.source if config else CONFIG_FILE}"
         lines = [f"MCP servers in {config.source}:" if config else "MCP servers:"]
         for name in names:
@@ -138,7 +142,7 @@ class KernelServers:
     def listing_for(self, config_path: str) -> str:
         """The listing of the servers configured at ``config_path`` (or where the magic looks) and of those running."""
         try:
-            config = load_config(config_path or None)
+            config = read_config(config_path)
         except AgentConfigError as e:
             if self.servers:
                 return f"{e}\n{self.listing(None)}"
@@ -159,47 +163,20 @@ class KernelServers:
             await server.stop()
             return f"MCP server {name!r} stopped"
         self.on_loop()
-        server = await self.server(load_config(config_path or None), name)
+        server = await self.server(read_config(config_path), name)
         await server.restart()
         return f"MCP server {name!r} restarted with {len(server.listing)} tools"
 
 
-class McpImages:
-    """Shows the images of a run's MCP calls in each call's section, and keeps them for the cell's end.
+def read_config(path: str) -> MCPConfig:
+    """The MCP configuration at ``path``, or where the magic looks when it is empty (see :func:`load_config`)."""
+    from ..mcp import load_config
 
-    A tool only knows it is running, not which call it is; the loop runs each call in a task of its own (or in
-    its own task, one call at a time), so the call is the one the task announced last.
-    """
-
-    def __init__(self) -> None:
-        self.running: dict[asyncio.Task[Any] | None, str] = {}
-        self.outputs: list[Output] = []
-        self.on_displays: Any = None  # (call_id, outputs), the panel's show_displays
-
-    def __call__(self, event: Event) -> None:
-        if isinstance(event, ToolCallStarted) and "__" in event.call.name:
-            self.running[_task()] = event.call.call_id
-        elif isinstance(event, ToolCallFinished) and self.running.get(_task()) == event.call.call_id:
-            del self.running[_task()]
-
-    def show(self, images: list[Image]) -> None:
-        outputs = [Output("display", data={image.mime: image.data, "text/plain": image.note}) for image in images]
-        self.outputs += outputs
-        call_id = self.running.get(_task())
-        if call_id is not None and self.on_displays is not None:
-            self.on_displays(call_id, outputs)
+    return load_config(path or None)
 
 
-def _task() -> asyncio.Task[Any] | None:
-    try:
-        return asyncio.current_task()
-    except RuntimeError:
-        return None
-
-
-def mcp_tools(servers: dict[str, MCPServer], images: McpImages, taken: set[str],
-              model_images: bool = False) -> dict[str, list[Tool]]:
+def mcp_tools(servers: dict[str, MCPServer], taken: set[str], model_images: bool = False) -> dict[str, list[Tool]]:
     """Each started server's tools for one run, named apart from ``taken`` (the other tools' names); with
     ``model_images`` their images go to the model too."""
-    return {name: server.tools(taken=taken, on_images=images.show, model_images=model_images)
+    return {name: server.tools(taken=taken, model_images=model_images)
             for name, server in servers.items()}

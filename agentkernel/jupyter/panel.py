@@ -41,9 +41,8 @@ from ..events import (
 )
 from ..stop import StopSignal
 from ..text import cut
-from ..tools import Decision, Tool, ToolCall
+from ..tools import Decision, Tool, ToolCall, ToolResult
 from ..usage import Limits, Usage
-from .kernel.code_runner import Output
 from .render import HTML_OUTPUT_CHARS, arguments_html, call_title
 
 PANEL_TEXT = "<agentkernel panel: the live view needs a widget front end; the run's transcript follows>"
@@ -60,6 +59,7 @@ class Entry:
 
     kind: Literal["message", "call", "approval", "compaction"]
     call: ToolCall | None = None
+    result: ToolResult | None = None
     name: str = ""  # a call being written: its name and the size of its arguments so far
     chars: int = 0
     dropped: bool = False
@@ -68,14 +68,13 @@ class Entry:
     pinned: bool = False  # never folded while set (an approval waiting for its click)
     dirty: bool = True  # changed since its widgets were last brought up to date
     view: widgets.Widget | None = None  # what the panel's body shows for it
-    displays: list[Output] = field(default_factory=list)  # a call's rich outputs (run_python's images, HTML)
     parts: list[widgets.Widget] = field(default_factory=list)  # every widget it made (closed when folded)
 
     @property
     def busy(self) -> bool:
         """Still changing: a call being written or running, a message streaming, an undecided approval."""
         if self.kind == "call":
-            return not self.dropped and (self.call is None or self.call.status is None)
+            return not self.dropped and self.result is None
         if self.kind == "message":
             return not self.done
         return self.pinned
@@ -89,8 +88,8 @@ class Entry:
             return self.name
         if self.call is None:
             return f"{self.name}(…) · {'dropped' if self.dropped else 'writing'} · {self.chars} characters"
-        duration = f" · {self.call.duration:.2f} s" if self.call.status else ""
-        return call_title(self.call) + duration
+        duration = f" · {self.result.duration:.2f} s" if self.result else ""
+        return call_title(self.call, self.result) + duration
 
 
 class Panel:
@@ -154,10 +153,12 @@ class Panel:
             if entry is None:
                 entry = self.writing[event.key] = self.add(Entry("call", name=event.name))
             entry.chars, entry.dirty = event.arguments_chars, True
-        elif isinstance(event, ToolCallStarted | ToolCallFinished):
-            if isinstance(event, ToolCallStarted):
-                self.calls += 1
+        elif isinstance(event, ToolCallStarted):
+            self.calls += 1
             self.entry_for(event.call).dirty = True
+        elif isinstance(event, ToolCallFinished):
+            entry = self.entry_for(event.result.call)
+            entry.result, entry.dirty = event.result, True
         elif isinstance(event, MessageDone):
             entry = self.streaming or self.add(Entry("message"))
             entry.text, entry.done, entry.dirty = [event.text], True, True
@@ -330,10 +331,11 @@ class Panel:
             entry.parts = [detail, entry.view]
         assert isinstance(entry.view, widgets.Accordion)
         entry.view.set_title(0, entry.title())
-        if entry.displays and len(entry.parts) == 2:  # rich outputs arrived: shown below the section's text
+        result = entry.result
+        if result is not None and result.displays and len(entry.parts) == 2:  # shown below the section's text
             shown = widgets.Output(layout=self.layout)
-            shown.outputs = tuple({"output_type": "display_data", "data": o.data, "metadata": o.metadata}
-                                  for o in entry.displays)
+            shown.outputs = tuple({"output_type": "display_data", "data": d.data, "metadata": d.metadata}
+                                  for d in result.displays)
             box = widgets.VBox([entry.parts[0], shown], layout=self.layout)
             entry.view.children = (box,)
             entry.parts += [shown, box]
@@ -342,20 +344,14 @@ class Panel:
             what = DROPPED if entry.dropped else f"the model is writing the arguments: {entry.chars} characters so far"
             entry.parts[0].value = f"<i>{html.escape(what)}</i>"
             return
-        output = html.escape(cut(call.output, HTML_OUTPUT_CHARS)) if call.status else "(running)"
-        colour = STATUS_COLOURS.get(call.status or "", "#555")
+        status = result.status if result else "running"
+        output = html.escape(cut(result.output, HTML_OUTPUT_CHARS)) if result else "(running)"
+        colour = STATUS_COLOURS.get(status, "#555")
         entry.parts[0].value = (
-            f'<b style="color: {colour}">{call.status or "running"}</b>'
+            f'<b style="color: {colour}">{status}</b>'
             f"<div><i>arguments</i></div>{arguments_html(call.arguments)}"
             f"<div><i>output</i></div><pre style='margin: 0'>{output}</pre>"
         )
-
-    def show_displays(self, call_id: str, outputs: list[Output]) -> None:
-        """Show a call's rich outputs (images, HTML) in its section, below its text."""
-        entry = self.by_call.get(call_id)
-        if entry is not None:
-            entry.displays, entry.dirty = list(outputs), True
-            self.schedule()
 
     def refresh(self) -> None:
         elapsed = time.monotonic() - self.started

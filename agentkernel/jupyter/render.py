@@ -15,7 +15,8 @@ from ..events import ContextCompacted, Event, MessageDone, ToolCallFinished, Too
 from ..record.context import Compaction
 from ..result import LoopResult
 from ..text import cut, load_arguments, pretty_arguments, short_arguments
-from ..tools import ToolCall
+from ..tools import Display, ToolCall, ToolResult
+from .kernel.code_runner import IMAGE_TYPES
 
 TEXT_OUTPUT_CHARS = 600
 HTML_OUTPUT_CHARS = 4000
@@ -25,7 +26,15 @@ HEAD_ENTRIES = 50  # a long run's static rendering shows its first and its last 
 TAIL_ENTRIES = 150
 
 
-Entry = str | ToolCall | Compaction
+@dataclass(eq=False)
+class CallEntry:
+    """A tool call the record shows: the call, and its result once it has one."""
+
+    call: ToolCall
+    result: ToolResult | None = None
+
+
+Entry = str | CallEntry | Compaction
 """A message's text, a tool call, or a compaction of the model's view."""
 
 
@@ -41,17 +50,29 @@ class RunRecord:
     head: list[Entry] = field(default_factory=list)
     tail: deque[Entry] = field(default_factory=lambda: deque(maxlen=TAIL_ENTRIES))
     omitted: int = 0
-    call_ids: set[str] = field(default_factory=set)  # of the calls kept
+    calls: dict[str, CallEntry] = field(default_factory=dict)  # the calls kept, by call_id
+    images: list[Display] = field(default_factory=list)
+    """Every call's image displays (run_python's figures, MCP tools' images), each with its text: all of them."""
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, MessageDone):
             self.add(event.text)
         elif isinstance(event, ContextCompacted):
             self.add(event.compaction)
-        elif isinstance(event, ToolCallStarted | ToolCallFinished) and event.call.call_id not in self.call_ids:
+        elif isinstance(event, ToolCallStarted):
+            self.add_call(event.call)
+        elif isinstance(event, ToolCallFinished):
             # A call that never started (budget, abort) still gets its line when it is finished for it.
-            self.add(event.call)
-            self.call_ids.add(event.call.call_id)
+            self.add_call(event.result.call).result = event.result
+            self.images += [Display({k: v for k, v in d.data.items() if k in (*IMAGE_TYPES, "text/plain")},
+                                    d.metadata) for d in event.result.displays if any(k in IMAGE_TYPES for k in d.data)]
+
+    def add_call(self, call: ToolCall) -> CallEntry:
+        entry = self.calls.get(call.call_id)
+        if entry is None:
+            entry = self.calls[call.call_id] = CallEntry(call)
+            self.add(entry)
+        return entry
 
     def add(self, entry: Entry) -> None:
         if len(self.head) < HEAD_ENTRIES:
@@ -60,8 +81,8 @@ class RunRecord:
         if len(self.tail) == TAIL_ENTRIES:
             dropped = self.tail[0]
             self.omitted += 1
-            if isinstance(dropped, ToolCall):
-                self.call_ids.discard(dropped.call_id)
+            if isinstance(dropped, CallEntry):
+                self.calls.pop(dropped.call.call_id, None)
         self.tail.append(entry)
 
     @property
@@ -81,8 +102,8 @@ def headline(result: LoopResult) -> str:
             + (f" · {compacted} compaction{'s' * (compacted != 1)}" if compacted else ""))
 
 
-def call_title(call: ToolCall) -> str:
-    return f"{call.name}({short_arguments(call.arguments)}) · {call.status or 'running'}"
+def call_title(call: ToolCall, result: ToolResult | None = None) -> str:
+    return f"{call.name}({short_arguments(call.arguments)}) · {result.status if result else 'running'}"
 
 
 def arguments_html(arguments: str) -> str:
@@ -118,8 +139,9 @@ def render_text(result: LoopResult, record: RunRecord) -> str:
         elif isinstance(entry, Compaction):
             lines.append(f"⟲ {entry.title}")
         else:
-            lines.append(f"▸ {call_title(entry)}")
-            lines.extend(f"  │ {line}" for line in cut(entry.output, TEXT_OUTPUT_CHARS).splitlines())
+            lines.append(f"▸ {call_title(entry.call, entry.result)}")
+            output = entry.result.output if entry.result else ""
+            lines.extend(f"  │ {line}" for line in cut(output, TEXT_OUTPUT_CHARS).splitlines())
     if result.status != "complete":
         lines.append(result.summary)
     return "\n".join(lines)
@@ -137,10 +159,11 @@ def render_html(result: LoopResult, record: RunRecord) -> str:
         elif isinstance(entry, Compaction):
             parts.append(f"<p><i>⟲ {esc(entry.title)}</i></p>")
         else:
+            output = entry.result.output if entry.result else ""
             parts.append(
-                f"<details><summary><code>{esc(call_title(entry))}</code></summary>"
-                f"<p>arguments</p><pre>{esc(pretty_arguments(entry.arguments))}</pre>"
-                f"<p>output</p><pre>{esc(cut(entry.output, HTML_OUTPUT_CHARS))}</pre></details>"
+                f"<details><summary><code>{esc(call_title(entry.call, entry.result))}</code></summary>"
+                f"<p>arguments</p><pre>{esc(pretty_arguments(entry.call.arguments))}</pre>"
+                f"<p>output</p><pre>{esc(cut(output, HTML_OUTPUT_CHARS))}</pre></details>"
             )
     if result.status != "complete":
         parts.append(f"<p><b>{esc(result.summary)}</b></p>")

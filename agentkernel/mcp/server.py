@@ -16,7 +16,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -27,10 +27,10 @@ from .._version import __version__
 from ..errors import AgentConfigError
 from ..record.images import MAX_IMAGES_PER_CALL, model_image
 from ..redact import known_secrets, redact_text
-from ..tools import Tool, ToolOutput
+from ..tools import Display, Tool, ToolError, ToolOutput
 from ..tools.schemas import Arguments
 from .config import MCPConfig, ServerEntry, load_config, parse_config
-from .results import Image, Outcome, outcome
+from .results import Outcome, outcome
 
 INSTALL_HINT = "MCP servers need the mcp package: pip install 'agentkernel[mcp]'"
 MAX_NAME = 64
@@ -38,10 +38,9 @@ STOP_TIMEOUT = 10.0
 """Seconds a server gets to stop (the SDK closes stdin, then terminates, then kills, within about 5 s)."""
 STDERR_LINES = 10
 
-ImagesListener = Callable[[list[Image]], None]
 
 
-class MCPToolError(Exception):
+class MCPToolError(ToolError):
     """A call the server answered with an error (``isError``, or a JSON-RPC error), or a server that is gone."""
 
 
@@ -253,22 +252,20 @@ class MCPServer:
 
     # -- tools -----------------------------------------------------------------------------------------------
 
-    def tools(self, *, taken: set[str] | None = None, on_images: ImagesListener | None = None,
-              model_images: bool = False) -> list[Tool]:
+    def tools(self, *, taken: set[str] | None = None, model_images: bool = False) -> list[Tool]:
         """The server's tools (as it listed them when it started) as :class:`Tool` objects named
         ``{server}__{tool}`` (see :func:`tool_name`; names in ``taken`` are avoided and the new ones added).
 
         A tool runs without asking only if the entry has ``"trustAnnotations": true`` and the tool is annotated
-        ``readOnlyHint: true``; every other call asks for approval. ``on_images(images)`` receives each call's
-        images, in the task that runs the call. With ``model_images`` the images are also sent to the model (at
+        ``readOnlyHint: true``; every other call asks for approval. A call's images are its result's displays (the
+        panel shows them in the call's section). With ``model_images`` they are also sent to the model (at
         most :data:`~agentkernel.record.images.MAX_IMAGES_PER_CALL` a call, each within the byte budget), as
         ``run_python`` sends its figures; otherwise the model reads only their notes.
         """
         taken = set() if taken is None else taken
-        return [self._tool(listed, tool_name(self.name, listed.name, taken), on_images, model_images)
-                for listed in self.listing]
+        return [self._tool(listed, tool_name(self.name, listed.name, taken), model_images) for listed in self.listing]
 
-    def _tool(self, listed: Any, name: str, on_images: ImagesListener | None, model_images: bool) -> Tool:
+    def _tool(self, listed: Any, name: str, model_images: bool) -> Tool:
         hints = listed.annotations
         read_only = self.entry.trust_annotations and hints is not None and hints.read_only_hint is True
         schema = dict(listed.input_schema or {})
@@ -277,12 +274,12 @@ class MCPServer:
 
         async def call(**arguments: Any) -> str | ToolOutput:
             result = await self.call(listed.name, arguments)
-            if result.images and on_images is not None:
-                on_images(result.images)
+            displays = [Display({image.mime: image.data, "text/plain": image.note}) for image in result.images]
             if result.is_error:
-                raise MCPToolError(redact_text(result.text, known_secrets()))
+                raise MCPToolError(redact_text(result.text, known_secrets()), displays)
             if not (model_images and result.images):
-                return redact_text(result.text, known_secrets())
+                text = redact_text(result.text, known_secrets())
+                return ToolOutput(text, displays=displays) if displays else text
             text, sent = result.text, []
             for index, image in enumerate(result.images):
                 if index == MAX_IMAGES_PER_CALL:
@@ -292,8 +289,7 @@ class MCPServer:
                 text = text.replace(image.note, f"{image.note[:-1]}, {note}]", 1)
                 if ready is not None:
                     sent.append(ready)
-            text = redact_text(text, known_secrets())
-            return ToolOutput(text, sent) if sent else text
+            return ToolOutput(redact_text(text, known_secrets()), sent, displays)
 
         call.__name__ = call.__qualname__ = name
         description = listed.description or listed.title or f"the tool {listed.name} of MCP server {self.name}"

@@ -5,9 +5,13 @@ from .base import (
     MAX_OUTPUT_CHARS,
     Approver,
     Decision,
+    Display,
     Tool,
     ToolCall,
+    ToolContext,
+    ToolError,
     ToolOutput,
+    ToolResult,
     ToolStatus,
     Verdict,
     as_registry,
@@ -15,10 +19,10 @@ from .base import (
     parse_arguments,
     tool,
 )
-from .runner import TOOL_FAULTS, ToolTimeout, in_thread, invoke, run_call, run_round
+from .runner import TOOL_FAULTS, ToolRunner, ToolTimeout, in_thread, invoke
 
 __all__ = [
-    "MAX_OUTPUT_CHARS", "TOOL_FAULTS", "Approver", "Decision", "Tool", "ToolCall", "ToolOutput", "ToolStatus",
-    "ToolTimeout", "Verdict", "as_registry", "format_output", "in_thread", "invoke", "parse_arguments", "run_call",
-    "run_round", "tool",
+    "MAX_OUTPUT_CHARS", "TOOL_FAULTS", "Approver", "Decision", "Display", "Tool", "ToolCall", "ToolContext",
+    "ToolError", "ToolOutput", "ToolResult", "ToolRunner", "ToolStatus", "ToolTimeout", "Verdict", "as_registry",
+    "format_output", "in_thread", "invoke", "parse_arguments", "tool",
 ]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from ..text import read_arguments
-from .schemas import Arguments, arguments_of, parse_docstring
+from .schemas import Arguments, arguments_of, parameter_of_type, parse_docstring
 
 ToolStatus = Literal["ok", "error", "denied", "aborted", "not_run"]
 
@@ -22,6 +22,22 @@ R = TypeVar("R")
 
 MAX_OUTPUT_CHARS = 20_000
 """A tool's output is cut to this many characters unless it sets its own ``max_output_chars``."""
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool is handed about its call: a tool function with a parameter annotated ``ToolContext`` gets it
+    (that parameter is not shown to the model)::
+
+        @tool(read_only=False)
+        def add_note(text: str, ctx: ToolContext) -> str:
+            notes.append({"text": text, "call": ctx.call_id})
+            return "noted"
+    """
+
+    call_id: str
+    name: str
+    run_id: str = ""
 
 
 @dataclass(repr=False)
@@ -39,10 +55,13 @@ class Tool(Generic[P, R]):
     """The pydantic model of the arguments (built from ``fn`` when not given)."""
     is_async: bool = field(init=False, repr=False, compare=False)
     """Whether ``fn`` is a coroutine function (run in the loop's task, not in a worker thread)."""
+    context_parameter: str | None = field(init=False, repr=False, compare=False)
+    """The parameter that is handed the call's :class:`ToolContext`, if ``fn`` has one."""
 
     def __post_init__(self) -> None:
+        self.context_parameter = parameter_of_type(self.fn, ToolContext)
         if self.arguments_model is None:
-            self.arguments_model = arguments_of(self.fn, {})
+            self.arguments_model = arguments_of(self.fn, {}, skip=[self.context_parameter or ""])
         self.is_async = inspect.iscoroutinefunction(self.fn)
         # `help(t)`, `inspect.signature(t)` and `t?` show the user's function. Its __dict__ is not merged in: it
         # could hold names of this class's fields.
@@ -119,7 +138,7 @@ def tool(
     def wrap(f: Callable[..., Any]) -> Tool[..., Any]:
         f = f.fn if isinstance(f, Tool) else f
         description, arg_docs = parse_docstring(inspect.getdoc(f) or "")
-        arguments = arguments_of(f, arg_docs)
+        arguments = arguments_of(f, arg_docs, skip=[parameter_of_type(f, ToolContext) or ""])
         return Tool(
             name=name or f.__name__,
             description=description or f.__name__.replace("_", " "),
@@ -134,22 +153,41 @@ def tool(
     return wrap(fn) if fn is not None else wrap
 
 
+@dataclass(frozen=True)
+class Display:
+    """A rich output for front ends to show in the call's section (a figure, a table): a MIME bundle."""
+
+    data: dict[str, Any]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
 @dataclass
 class ToolOutput:
-    """What a tool returns to give the model images beside its text.
+    """What a tool returns to give more than text: images for the model, displays for the person.
 
-    ``images`` are dicts ``{"media_type": "image/png", "data": "<base64>", ...}`` (see :mod:`agentkernel.record.images`,
-    which bounds their size); the text is what the guards, the panel and text-only APIs see, so it should say
-    what each image is. The loop puts the images on the call's ``function_call_output`` item as ``"images"``.
+    ``images`` are dicts ``{"media_type": "image/png", "data": "<base64>", ...}`` (see
+    :mod:`agentkernel.record.images`, which bounds their size); the text is what the guards, the panel and
+    text-only APIs see, so it should say what each image is. The loop puts the images on the call's
+    ``function_call_output`` item as ``"images"``. ``displays`` go to the front ends with the call's result and
+    never to the model.
     """
 
     text: str
     images: list[dict[str, Any]] = field(default_factory=list)
+    displays: list[Display] = field(default_factory=list)
 
 
-@dataclass
+class ToolError(Exception):
+    """A tool's failure that still has something to show: ``displays`` reach the call's section as for a result."""
+
+    def __init__(self, message: str, displays: Iterable[Display] = ()):
+        super().__init__(message)
+        self.displays = tuple(displays)
+
+
+@dataclass(frozen=True)
 class ToolCall:
-    """One requested call and, once it is done, its outcome.
+    """One call the model requested, with its final ``call_id``.
 
     The arguments JSON is read once, when the call is made: ``normalized`` is the form the guards compare (keys
     sorted at every depth), ``argument_error`` why the text is not a JSON object.
@@ -158,18 +196,41 @@ class ToolCall:
     call_id: str
     name: str
     arguments: str
-    status: ToolStatus | None = None
-    output: str = ""
-    images: list[dict[str, Any]] = field(default_factory=list, repr=False)
-    """Images for the model beside the output, from a tool that returned a :class:`ToolOutput`."""
-    duration: float = 0.0
-    synthetic: bool = False
-    started: float = field(default=0.0, repr=False)
     normalized: str = field(init=False, repr=False, compare=False)
     argument_error: str | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self.normalized, self.argument_error = read_arguments(self.arguments)
+        normalized, error = read_arguments(self.arguments)
+        object.__setattr__(self, "normalized", normalized)
+        object.__setattr__(self, "argument_error", error)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """A call's outcome: its status, the output the model reads, images for the model and displays for people.
+
+    ``synthetic`` outputs were made by the loop for a call that never finished (Stop, a budget, a cut response).
+    """
+
+    call: ToolCall
+    status: ToolStatus
+    output: str
+    images: tuple[dict[str, Any], ...] = field(default=(), repr=False)
+    displays: tuple[Display, ...] = field(default=(), repr=False)
+    duration: float = 0.0
+    synthetic: bool = False
+
+    @property
+    def call_id(self) -> str:
+        return self.call.call_id
+
+    @property
+    def name(self) -> str:
+        return self.call.name
+
+    @property
+    def arguments(self) -> str:
+        return self.call.arguments
 
     @property
     def failed(self) -> bool:

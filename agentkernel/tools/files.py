@@ -35,7 +35,7 @@ from .file_search import search_files
 
 __all__ = [
     "FILE_TOOL_NAMES", "MAX_FILE_BYTES", "MAX_OUTPUT_CHARS", "PACKAGE_DIR", "PathPolicy", "file_tools",
-    "list_dir", "read_file", "search_text",
+    "list_dir", "read_file", "search_text",  # noqa: F822 - made when first named (see __getattr__)
 ]
 
 FILE_TOOL_NAMES = ("read_file", "list_dir", "search_text")
@@ -435,4 +435,11 @@ def file_tools(root: str | os.PathLike[str] | PathPolicy | None = None) -> list[
     return [tool(f, max_output_chars=None) for f in (read, list_, search_text)]
 
 
-read_file, list_dir, search_text = file_tools()
+def __getattr__(name: str) -> Tool:
+    """``read_file``, ``list_dir`` and ``search_text`` for the working directory, made when first named (making a
+    tool imports pydantic, which ``%load_ext`` does not need)."""
+    if name not in FILE_TOOL_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    made = dict(zip(FILE_TOOL_NAMES, file_tools(), strict=True))
+    globals().update(made)
+    return made[name]

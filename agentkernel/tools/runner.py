@@ -12,17 +12,21 @@ import contextvars
 import inspect
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from ..text import cut
+from ..text import cut, valid_text
 from .base import (
     MAX_OUTPUT_CHARS,
     Approver,
     Decision,
+    Display,
     Tool,
     ToolCall,
+    ToolContext,
+    ToolError,
     ToolOutput,
+    ToolResult,
     ToolStatus,
     _checked_arguments,
     format_output,
@@ -106,120 +110,140 @@ async def in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], name: str = 
     return await future
 
 
-async def run_call(
-    call: ToolCall,
-    tools: dict[str, Tool],
-    approve: Approver | None,
-    on_start: Callable[[ToolCall], None],
-    timeouts: Timeouts | None = None,
-    approved: set[str] | None = None,
-) -> None:
-    """Run one call and fill in its status and output (cut to the tool's limit); never raises for a tool's failure.
+class ToolRunner:
+    """Runs the tool calls of one run: approvals, worker threads, timeouts and the tools approved for the run.
 
-    ``approved`` holds the names of the tools approved for the rest of the run: their calls are not asked about,
-    and an approver's ``Decision(approve=True, for_run=True)`` adds to it.
+    ``await runner.run(calls)`` runs a round and returns each call's :class:`ToolResult` in request order; it
+    calls ``on_start(call)`` and ``on_finish(result)`` (the loop's events) as each call starts and finishes. If
+    the round is cut short (Stop, the wall clock), :attr:`done` holds the results of the calls that finished and
+    :meth:`unfinished` makes the others'.
     """
-    call.started = time.monotonic()
-    on_start(call)
-    tool = tools.get(call.name)
-    try:
-        status, output = await _outcome(call, tool, tools, approve, timeouts, approved)
+
+    def __init__(self, tools: dict[str, Tool], approve: Approver | None = None, *, run_id: str = "",
+                 on_start: Callable[[ToolCall], None] | None = None,
+                 on_finish: Callable[[ToolResult], None] | None = None):
+        self.tools = tools
+        self.approve = approve
+        self.run_id = run_id
+        self.on_start = on_start
+        self.on_finish = on_finish
+        self.approved_for_run: set[str] = set()
+        """Tools the approver said yes to for the rest of this run (``Decision(approve=True, for_run=True)``)."""
+        self.done: dict[str, ToolResult] = {}
+        """The finished calls of the current round, by call_id."""
+        self.started: dict[str, float] = {}
+        self.timeouts = Timeouts()  # one timer for the run's calls
+
+    def close(self) -> None:
+        self.timeouts.close()
+
+    async def run(self, calls: list[ToolCall]) -> list[ToolResult]:
+        """Run a round's calls: read-only ones in parallel, then each side-effecting one alone, in request order."""
+        self.done, self.started = {}, {}
+        parallel = [c for c in calls if not self._side_effecting(c)]
+        if len(parallel) == 1:  # the usual round: awaited here, without gather's task and its event-loop passes
+            await self._one(parallel[0])
+        elif parallel:
+            await asyncio.gather(*(self._one(c) for c in parallel))
+        for call in calls:
+            if self._side_effecting(call):
+                await self._one(call)
+        return [self.done[call.call_id] for call in calls]
+
+    def unfinished(self, calls: Iterable[ToolCall], output: str, status: ToolStatus = "aborted") -> list[ToolResult]:
+        """Results for ``calls`` that never finished (``output`` as their synthetic output); finished ones keep
+        theirs. The synthetic ones are told to the listener as finished."""
+        results = []
+        for call in calls:
+            result = self.done.get(call.call_id)
+            if result is None:
+                started = self.started.get(call.call_id)
+                result = ToolResult(call, status, output, synthetic=True,
+                                    duration=time.monotonic() - started if started else 0.0)
+                if self.on_finish is not None:
+                    self.on_finish(result)
+            results.append(result)
+        return results
+
+    def _side_effecting(self, call: ToolCall) -> bool:
+        return call.name in self.tools and not self.tools[call.name].read_only
+
+    async def _one(self, call: ToolCall) -> None:
+        self.started[call.call_id] = started = time.monotonic()
+        if self.on_start is not None:
+            self.on_start(call)
+        tool = self.tools.get(call.name)
+        status, output = await self._outcome(call, tool)
+        result = self._result(call, tool, status, output, time.monotonic() - started)
+        self.done[call.call_id] = result
+        if self.on_finish is not None:
+            self.on_finish(result)
+
+    @staticmethod
+    def _result(call: ToolCall, tool: Tool | None, status: ToolStatus, output: str | ToolOutput,
+                duration: float) -> ToolResult:
+        """The one place a tool's output becomes a result: cut to the tool's limit, text that encodes."""
+        images: list[dict[str, Any]] = []
+        displays: tuple[Display, ...] = ()
         if isinstance(output, ToolOutput):
-            call.images, output = output.images, output.text
+            images, displays, output = output.images, tuple(output.displays), output.text
         limit = tool.max_output_chars if tool else MAX_OUTPUT_CHARS
-        call.status, call.output = status, cut(output, limit) if limit else output
-    finally:
-        call.duration = time.monotonic() - call.started
+        text = valid_text(cut(output, limit) if limit else output)
+        return ToolResult(call, status, text, tuple(images), displays, duration)
 
+    async def _outcome(self, call: ToolCall, tool: Tool | None) -> tuple[ToolStatus, str | ToolOutput]:
+        if tool is None:
+            return "error", f"error: unknown tool {call.name!r}; available: {', '.join(self.tools)}"
+        try:
+            kwargs = _checked_arguments(tool, call)
+        except ValueError as e:
+            return "error", f"error: bad arguments for {call.name}: {e}"
+        if not tool.read_only and (denial := await self._denial(call, tool)):
+            return "denied", denial
+        if tool.context_parameter:
+            kwargs[tool.context_parameter] = ToolContext(call.call_id, call.name, self.run_id)
+        try:
+            value = await invoke(tool, kwargs, self.timeouts)
+            return "ok", value if isinstance(value, ToolOutput) else format_output(value)
+        except ToolTimeout:
+            return "error", f"error: {call.name} timed out after {tool.timeout:g} s"
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # the round is being stopped: let the cancellation through
+                raise
+            # Something inside the tool was cancelled, not the tool: that is the tool's own failure.
+            return "error", f"error: {call.name} was cancelled"
+        except TOOL_FAULTS as e:  # a tool's own failure is the model's to see, not the loop's to raise
+            text = f"error: {_describe(e)}"
+            return "error", ToolOutput(text, displays=list(e.displays)) if isinstance(e, ToolError) else text
 
-async def _outcome(
-    call: ToolCall, tool: Tool | None, tools: dict[str, Tool], approve: Approver | None, timeouts: Timeouts | None,
-    approved: set[str] | None,
-) -> tuple[ToolStatus, str | ToolOutput]:
-    if tool is None:
-        return "error", f"error: unknown tool {call.name!r}; available: {', '.join(tools)}"
-    try:
-        kwargs = _checked_arguments(tool, call)
-    except ValueError as e:
-        return "error", f"error: bad arguments for {call.name}: {e}"
-    if not tool.read_only and (denial := await _denial(call, tool, approve, approved)):
-        return "denied", denial
-    try:
-        value = await invoke(tool, kwargs, timeouts)
-        return "ok", value if isinstance(value, ToolOutput) else format_output(value)
-    except ToolTimeout:
-        return "error", f"error: {call.name} timed out after {tool.timeout:g} s"
-    except asyncio.CancelledError:
-        task = asyncio.current_task()
-        if task is not None and task.cancelling():  # the round is being stopped: let the cancellation through
-            raise
-        # Something inside the tool was cancelled, not the tool: that is the tool's own failure.
-        return "error", f"error: {call.name} was cancelled"
-    except TOOL_FAULTS as e:  # a tool's own failure is the model's to see, not the loop's to raise
-        return "error", f"error: {_describe(e)}"
-
-
-async def _denial(call: ToolCall, tool: Tool, approve: Approver | None, approved: set[str] | None) -> str | None:
-    """Why a side-effecting call may not run, or None: only the bool True or an approving :class:`Decision` (or an
-    awaitable of either) approves; a tool in ``approved`` is not asked about."""
-    if approved is not None and tool.name in approved:
-        return None
-    why = f"denied: {call.name} has side effects and"
-    if approve is None:
-        return f"{why} no one is there to approve it"
-    try:
-        verdict = approve(call, tool)
-        if inspect.isawaitable(verdict):
-            verdict = await verdict
-    except TOOL_FAULTS as e:
-        return f"{why} the approval failed ({_describe(e)})"
-    if isinstance(verdict, Decision):
-        if verdict.approve is True:
-            if verdict.for_run and approved is not None:
-                approved.add(tool.name)
+    async def _denial(self, call: ToolCall, tool: Tool) -> str | None:
+        """Why a side-effecting call may not run, or None: only the bool True or an approving :class:`Decision` (or
+        an awaitable of either) approves; a tool approved for the run is not asked about."""
+        if tool.name in self.approved_for_run:
             return None
-        if verdict.approve is False:
-            note = str(verdict.note).strip()
-            return f"denied by the user: {note}" if note else f"{why} the user denied it"
-    if verdict is True:
-        return None
-    return f"{why} the user denied it" if verdict is False else f"{why} the approver answered {verdict!r}, not True"
-
+        why = f"denied: {call.name} has side effects and"
+        if self.approve is None:
+            return f"{why} no one is there to approve it"
+        try:
+            verdict = self.approve(call, tool)
+            if inspect.isawaitable(verdict):
+                verdict = await verdict
+        except TOOL_FAULTS as e:
+            return f"{why} the approval failed ({_describe(e)})"
+        if isinstance(verdict, Decision):
+            if verdict.approve is True:
+                if verdict.for_run:
+                    self.approved_for_run.add(tool.name)
+                return None
+            if verdict.approve is False:
+                note = str(verdict.note).strip()
+                return f"denied by the user: {note}" if note else f"{why} the user denied it"
+        if verdict is True:
+            return None
+        return f"{why} the user denied it" if verdict is False else f"{why} the approver answered {verdict!r}, not True"
 
 def _describe(error: BaseException) -> str:
     if isinstance(error, SystemExit):
         return f"SystemExit({error.code!r}): the tool tried to end the process"
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-
-
-async def run_round(
-    calls: list[ToolCall],
-    tools: dict[str, Tool],
-    approve: Approver | None,
-    on_start: Callable[[ToolCall], None],
-    on_finish: Callable[[ToolCall], None],
-    timeouts: Timeouts | None = None,
-    approved: set[str] | None = None,
-) -> None:
-    """Run a round's calls: read-only ones in parallel, then each side-effecting one alone, in request order.
-
-    Each call's result is written into its own :class:`ToolCall`, so callers match by call_id whatever order
-    the calls finish in. ``timeouts`` (the run's) watches the tools' timeouts; ``approved`` (the run's) names the
-    tools approved for the rest of the run (see :func:`run_call`).
-    """
-
-    async def one(call: ToolCall) -> None:
-        await run_call(call, tools, approve, on_start, timeouts, approved)
-        on_finish(call)
-
-    def side_effecting(call: ToolCall) -> bool:
-        return call.name in tools and not tools[call.name].read_only
-
-    parallel = [c for c in calls if not side_effecting(c)]
-    if len(parallel) == 1:  # the usual round: awaited here, without gather's task and its event-loop passes
-        await one(parallel[0])
-    elif parallel:
-        await asyncio.gather(*(one(c) for c in parallel))
-    for call in calls:
-        if side_effecting(call):
-            await one(call)

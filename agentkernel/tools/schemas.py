@@ -4,23 +4,26 @@ The model is built from the function's signature and type hints, with parameter 
 ``Args:`` section. Arguments are validated as JSON in pydantic's strict mode, so JSON's own types are respected
 (``"3"`` is not an integer, ``null`` is not a string) while JSON arrays still fill tuples and sets and strings
 fill ``Path`` or ``datetime`` parameters. Validation errors are turned into one plain sentence for the model.
+
+pydantic is imported when the first tool is made, not with this module (``%load_ext`` stays cheap).
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import typing
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
-from pydantic.json_schema import GenerateJsonSchema, PydanticJsonSchemaWarning
-from pydantic_core import ErrorDetails
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ConfigDict
+    from pydantic_core import ErrorDetails
 
-_CONFIG = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+_CONFIG: ConfigDict = {"extra": "forbid", "arbitrary_types_allowed": True}
 
 # The JSON type a value must have, by pydantic error type, for messages such as "must be of type integer".
 _EXPECTED = {
@@ -31,11 +34,17 @@ _EXPECTED = {
 }
 
 
-class _NoTitles(GenerateJsonSchema):
-    """Pydantic's schema without a title on every field (they only repeat the names and cost the model tokens)."""
+@functools.cache
+def _no_titles() -> type:
+    """Pydantic's schema generator without a title on every field (they only repeat the names and cost the model
+    tokens)."""
+    from pydantic.json_schema import GenerateJsonSchema
 
-    def field_title_should_be_set(self, schema: Any) -> bool:
-        return False
+    class NoTitles(GenerateJsonSchema):
+        def field_title_should_be_set(self, schema: Any) -> bool:
+            return False
+
+    return NoTitles
 
 
 @dataclass(frozen=True)
@@ -47,9 +56,11 @@ class Arguments:
 
     def json_schema(self) -> dict[str, Any]:
         """The JSON schema of the arguments object (``properties``, ``required``, no extra keys)."""
+        from pydantic.json_schema import PydanticJsonSchemaWarning
+
         with warnings.catch_warnings():  # a default JSON cannot hold (an object) is left out of the schema
             warnings.simplefilter("ignore", PydanticJsonSchemaWarning)
-            schema = self.model.model_json_schema(by_alias=True, schema_generator=_NoTitles)
+            schema = self.model.model_json_schema(by_alias=True, schema_generator=_no_titles())
         schema.pop("title", None)
         schema.setdefault("properties", {})
         schema.setdefault("required", [])
@@ -60,6 +71,8 @@ class Arguments:
 
         Only the arguments the call gave are returned, so the function's own defaults apply to the rest.
         """
+        from pydantic import ValidationError
+
         try:
             values = self.model.model_validate_json(arguments or "{}", strict=True)
         except ValidationError as e:
@@ -67,13 +80,16 @@ class Arguments:
         return {self.names[field]: values.__dict__[field] for field in values.__pydantic_fields_set__}
 
 
-def arguments_of(fn: Callable[..., Any], descriptions: dict[str, str]) -> Arguments:
-    """The arguments model of ``fn``; ``*args`` and ``**kwargs`` are not offered to the model."""
+def arguments_of(fn: Callable[..., Any], descriptions: dict[str, str], skip: Collection[str] = ()) -> Arguments:
+    """The arguments model of ``fn``; ``*args``, ``**kwargs`` and the parameters in ``skip`` are not offered to the
+    model."""
+    from pydantic import Field, create_model
+
     hints = _type_hints(fn)
     fields: dict[str, Any] = {}
     names: dict[str, str] = {}
     for i, (pname, param) in enumerate(inspect.signature(fn).parameters.items()):
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or pname in skip:
             continue
         # Fields get neutral names (parameters may be called `schema`, `copy` or `_x`); the alias is the name.
         field = f"p{i}"
@@ -90,6 +106,16 @@ def arguments_of(fn: Callable[..., Any], descriptions: dict[str, str]) -> Argume
                 fields[field] = (Any, info)
         arguments = Arguments(create_model(name, __config__=_CONFIG, **fields), names)
     return arguments
+
+
+def parameter_of_type(fn: Callable[..., Any], cls: type) -> str | None:
+    """The name of ``fn``'s parameter annotated ``cls`` (the first one), if it has one."""
+    hints = _type_hints(fn)
+    try:
+        parameters = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return None
+    return next((name for name in parameters if hints.get(name) is cls), None)
 
 
 def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
@@ -129,6 +155,8 @@ def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
 
 
 def _describable(hint: Any) -> bool:
+    from pydantic import create_model
+
     try:
         create_model("probe", __config__=_CONFIG, value=(hint, ...)).model_json_schema()
     except Exception:

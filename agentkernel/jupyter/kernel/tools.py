@@ -7,6 +7,9 @@ They need the IPython shell, so they live in the Jupyter layer and are built per
     await agentkernel.run("What columns does df have?", model=model, tools=tools.tools)
     tools.executed_code    # the code run_python ran, in order
 
+``run_python`` returns its rich outputs (figures, HTML) as the result's displays, for front ends to show in the
+call's section.
+
 Every output is bounded (:data:`~agentkernel.tools.MAX_OUTPUT_CHARS`, as for any tool) and marked where cut. Names are
 looked up in the user namespace and dotted paths walked with ``getattr`` on identifiers only: nothing the model
 writes is evaluated, except the code of an approved ``run_python`` call.
@@ -18,16 +21,14 @@ import linecache
 import re
 import sys
 import traceback
-from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from ...events import Event, ToolCallStarted
 from ...record.images import MAX_IMAGES_PER_CALL, Image, model_image
 from ...redact import known_secrets, redact, redact_bundle, redact_text
 from ...text import cut, short, take_lines
-from ...tools import MAX_OUTPUT_CHARS, Tool, ToolOutput, in_thread, tool
-from .code_runner import IMAGE_TYPES, CodeRunner, Execution, Output
+from ...tools import MAX_OUTPUT_CHARS, Display, Tool, ToolError, ToolOutput, in_thread, tool
+from .code_runner import IMAGE_TYPES, CodeRunner, Execution
 from .describe import describe, one_line, size_hint, type_name
 from .tracebacks import cell_names, cell_number, format_error
 
@@ -40,31 +41,21 @@ MAX_CELLS = 50
 CELL_INPUT_CHARS = 3000
 CELL_OUTPUT_CHARS = 1000
 
-DisplaysListener = Callable[[str, list[Output]], None]
-
-
-class CodeFailed(Exception):
+class CodeFailed(ToolError):
     """run_python's code raised: the message is the error's first line, then everything the code showed."""
 
 
 class KernelTools:
     """The kernel tools of one ``%%agent`` run, bound to an IPython shell.
 
-    ``on_displays(call_id, outputs)`` (optional) receives the rich outputs (images, HTML) of each finished
-    ``run_python`` call, for a front end to show in that call's section. To know the call id, pass this object
-    the loop's events too (it is a listener: ``on_event=fan_out(panel, kernel_tools)``). ``images=True`` also
-    gives the model ``run_python``'s images (figures and image outputs) as images, bounded as
-    :mod:`agentkernel.record.images` says. Every text part of a display is redacted before anything shows it.
+    ``images=True`` also gives the model ``run_python``'s images (figures and image outputs) as images, bounded
+    as :mod:`agentkernel.record.images` says. Every text part of a display is redacted before anything shows it.
     """
 
-    def __init__(self, shell: Any, *, on_displays: DisplaysListener | None = None, images: bool = False):
+    def __init__(self, shell: Any, *, images: bool = False):
         self.shell = shell
         self.runner = CodeRunner(shell)
-        self.on_displays = on_displays
         self.send_images = images
-        self.running_call_id = ""
-        self.rich_outputs: list[Output] = []
-        """The rich outputs (images, HTML) of every run_python call, in order."""
         self.tools: list[Tool] = [
             tool(self.list_variables),
             tool(self.inspect_variable),
@@ -77,17 +68,6 @@ class KernelTools:
     def executed_code(self) -> list[str]:
         """The code ``run_python`` ran (approved, compiled and started), in order."""
         return list(self.runner.executed)
-
-    def images(self) -> list[Output]:
-        """The images run_python's code showed (figures and other image outputs), each with its text."""
-        return [Output(o.kind, data={k: v for k, v in o.data.items() if k in (*IMAGE_TYPES, "text/plain")},
-                       metadata=o.metadata)
-                for o in self.rich_outputs if any(k in IMAGE_TYPES for k in o.data)]
-
-    def __call__(self, event: Event) -> None:
-        # Side-effecting calls run one at a time, so the run_python call that started last is the one running.
-        if isinstance(event, ToolCallStarted) and event.call.name == "run_python":
-            self.running_call_id = event.call.call_id
 
     # -- the tools -------------------------------------------------------------------------------------------
 
@@ -162,23 +142,20 @@ class KernelTools:
         """
         if re.match(r"\s*%%?agent\b", code):
             raise ValueError("run_python does not start another %%agent run")
-        call_id = self.running_call_id
         execution = await self.runner.run(code)
         secrets = known_secrets()
         for output in execution.outputs:  # before anything shows, saves or sends them (a title may hold the key)
             if output.kind in ("display", "value"):
                 output.data, output.metadata = redact_bundle(output.data, secrets), redact(output.metadata, secrets)
-        self.rich_outputs += execution.rich
-        if self.on_displays is not None and execution.rich:
-            self.on_displays(call_id, execution.rich)
+        displays = [Display(o.data, o.metadata) for o in execution.rich]
         if execution.error is not None:
             text = _redacted(execution.text())
-            raise CodeFailed(_redacted(f"{short(execution.error.partition(chr(10))[0], 200)}\n{text}"))
+            raise CodeFailed(_redacted(f"{short(execution.error.partition(chr(10))[0], 200)}\n{text}"), displays)
         images, notes = [], {}
         if self.send_images:  # in a thread: downscaling a large image takes a second, which Stop must not wait for
             images, notes = await in_thread(self.model_images, {"execution": execution}, "run_python images")
         text = _redacted(execution.text(notes))
-        return ToolOutput(text, images) if images else text
+        return ToolOutput(text, images, displays) if images or displays else text
 
     def model_images(self, execution: Execution) -> tuple[list[Image], dict[int, str]]:
         """The images of an execution to send to the model (at most :data:`MAX_IMAGES_PER_CALL`, each within the

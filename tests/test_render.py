@@ -1,0 +1,58 @@
+"""The static rendering (agentkernel/jupyter/render.py): what a saved notebook shows and nbval compares. It is
+deterministic (no timings, run ids or call ids), shows each call once with its final outcome, and stays bounded
+for a long run."""
+
+from __future__ import annotations
+
+from runtime_helpers import run_sync
+
+from agentkernel import Call, ScriptedModel, tool
+from agentkernel.jupyter.render import HEAD_ENTRIES, TAIL_ENTRIES, RunRecord, render_html, render_text
+from agentkernel.usage import Limits
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"value of {key}"
+
+
+def record_of(script: list, **options) -> tuple:
+    record = RunRecord()
+    result = run_sync("go", model=ScriptedModel(script), tools=[lookup], on_event=record, **options)
+    return result, record
+
+
+def test_a_run_renders_the_same_text_every_time_with_each_call_once() -> None:
+    script = [[Call("lookup", {"key": "a"}), Call("lookup", {"key": "b"})], "**a** and *b*"]
+    first, second = (render_text(*record_of(script)) for _ in range(2))
+    assert first == second
+    assert first.splitlines() == [
+        "agent: complete · 2 rounds · 2 tool calls · 30 tokens",  # the scripted model counts words
+        '▸ lookup(key="a") · ok', "  │ value of a",
+        '▸ lookup(key="b") · ok', "  │ value of b",
+        "**a** and *b*",
+    ]
+
+
+def test_the_html_escapes_what_the_model_and_the_tools_wrote() -> None:
+    html = render_html(*record_of([[Call("lookup", {"key": "<script>"})], "<b>done</b>"]))
+    assert "<script>" not in html and "&lt;script&gt;" in html and "&lt;b&gt;done&lt;/b&gt;" in html
+    assert html.count("<details>") == 1
+
+
+def test_calls_a_budget_refused_are_shown_with_their_status_and_the_summary_ends_it() -> None:
+    result, record = record_of([[Call("lookup", {"key": "a"}), Call("lookup", {"key": "b"})], "never"],
+                               limits=Limits(max_tool_calls=1))
+    text = render_text(result, record)
+    assert '▸ lookup(key="b") · not_run' in text and "not run: tool-call budget exhausted" in text
+    assert text.splitlines()[-1] == result.summary and "HIT_TOOL_CALL_CAP" in result.summary
+
+
+def test_a_long_run_keeps_its_first_and_last_entries_and_counts_the_rest() -> None:
+    rounds = 400
+    result, record = record_of([Call("lookup", {"key": str(i)}) for i in range(rounds)] + ["done"])
+    assert len(record.entries) == HEAD_ENTRIES + TAIL_ENTRIES
+    assert record.omitted == rounds + 1 - HEAD_ENTRIES - TAIL_ENTRIES
+    text = render_text(result, record)
+    assert f"… {record.omitted} more entries" in text and 'lookup(key="399")' in text and 'lookup(key="0")' in text
