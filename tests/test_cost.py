@@ -285,3 +285,14 @@ assert catalog_price(OpenAIChatModel("gpt-4.1-mini")).provider_id == "openai"
     from pathlib import Path
 
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60, cwd=Path(__file__).parents[1])
+
+
+def test_a_cassette_keeps_the_cache_and_reasoning_fields():
+    from agentkernel.models.cassette import event_from_dict, event_to_dict
+
+    event = UsageEvent(1000, 50, cache_read_tokens=768, reasoning_tokens=20)
+    recorded = event_to_dict(event)
+    assert recorded == {"type": "usage", "input_tokens": 1000, "output_tokens": 50, "cache_read_tokens": 768,
+                        "reasoning_tokens": 20}
+    assert event_from_dict(recorded) == event
+    assert event_to_dict(UsageEvent(3, 0)) == {"type": "usage", "input_tokens": 3, "output_tokens": 0}  # as before
