@@ -223,7 +223,7 @@ class AgentLoop:
                 return trip
             if self.context.needs_compaction() and (trip := await self._compact("high water")):
                 return trip
-            cap = self.limits.check_cost(self.usage, self.price, self._input_tokens(self.context.fill))
+            cap = self._cost_cap(lambda: self.context.fill)
             if isinstance(cap, Trip):
                 return cap
             self.rounds += 1
@@ -338,10 +338,13 @@ class AgentLoop:
             return self.context.fill
         return round(self.context.ratio * (self.context.fixed + sum(map(item_tokens, request.history))))
 
-    def _input_tokens(self, estimated: int) -> int:
-        """An estimate of a request's input for the cost budget: before the server's first count, with room for
-        a tokenizer that counts more than characters / 4."""
-        return estimated if self.context.base is not None else math.ceil(UNCOUNTED_MARGIN * estimated)
+    def _cost_cap(self, input_tokens: Callable[[], int]) -> Trip | int | None:
+        """The cost budget's say on the next request (see :meth:`Limits.check_cost`), given its input estimate;
+        before the server's first count, with room for a tokenizer that counts more than characters / 4."""
+        if not self.limits.max_cost:
+            return None
+        estimated = input_tokens() if self.context.base is not None else math.ceil(UNCOUNTED_MARGIN * input_tokens())
+        return self.limits.check_cost(self.usage, self.price, estimated)
 
     def _budget_cut(self, cap: int | None) -> bool:
         """Whether an output cap of ``cap`` was the cost budget's (lower than the model's own)."""
@@ -388,7 +391,7 @@ class AgentLoop:
         if self.limits.check_before_request(self.usage):
             return None
         request = ModelRequest(self.system_prompt, items, self.schemas, purpose="summary")
-        cap = self.limits.check_cost(self.usage, self.price, self._input_tokens(self._request_tokens(request)))
+        cap = self._cost_cap(lambda: self._request_tokens(request))
         if isinstance(cap, Trip):
             return None
         request.max_output_tokens = cap
