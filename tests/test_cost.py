@@ -296,3 +296,19 @@ def test_a_cassette_keeps_the_cache_and_reasoning_fields():
                         "reasoning_tokens": 20}
     assert event_from_dict(recorded) == event
     assert event_to_dict(UsageEvent(3, 0)) == {"type": "usage", "input_tokens": 3, "output_tokens": 0}  # as before
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+def test_the_adapters_read_cached_and_reasoning_tokens(api: str):
+    from openai_server import chat_events, collect, user_request
+
+    if api == "responses":
+        events = responses_events(["hi"], usage=(2048, 40), cached=1920)
+        events[-1] = events[-1].replace('"reasoning_tokens": 0', '"reasoning_tokens": 32')
+    else:
+        events = chat_events(["hi"], usage=(2048, 40), cached=1920)
+        events[-2] = events[-2].replace('"prompt_tokens_details"', '"completion_tokens_details": '
+                                        '{"reasoning_tokens": 32}, "prompt_tokens_details"')
+    with ScriptedServer(Reply(events)) as server:
+        usage = [e for e in asyncio.run(collect(model(api, server), user_request())) if isinstance(e, UsageEvent)]
+    assert usage == [UsageEvent(2048, 40, cache_read_tokens=1920, reasoning_tokens=32)]
