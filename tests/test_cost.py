@@ -312,3 +312,15 @@ def test_the_adapters_read_cached_and_reasoning_tokens(api: str):
     with ScriptedServer(Reply(events)) as server:
         usage = [e for e in asyncio.run(collect(model(api, server), user_request())) if isinstance(e, UsageEvent)]
     assert usage == [UsageEvent(2048, 40, cache_read_tokens=1920, reasoning_tokens=32)]
+
+
+def test_the_cost_budget_holds_across_compactions():
+    price = Price(10.0, 10.0)
+    with CachingServer(reader(200), window=6000) as server:
+        result = run_sync("go", model=model("chat", server, provider=None), tools=[page], price=price,
+                          context_window=6000, limits=Limits(max_cost=2.0))
+    assert result.status == "hit_cost_cap", result.summary
+    assert result.compactions >= 2 and not server.refused()
+    assert result.usage.cost <= 2.0
+    assert result.usage.cost == pytest.approx(
+        sum(price.cost(UsageEvent(m.prompt_tokens, 20)) for m in server.measured), rel=0.01)
