@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -77,3 +78,14 @@ def processes(marker: str) -> list[int]:
         if marker in cmdline and state != "Z" and entry.name != str(os.getpid()):
             found.append(int(entry.name))
     return found
+
+
+def ended(marker: str, within: float = 10.0) -> bool:
+    """Whether every process whose command line holds ``marker`` ends within ``within`` seconds (a stopped server's
+    process may take a moment to exit after its SIGTERM on a loaded machine)."""
+    deadline = time.monotonic() + within
+    while processes(marker):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True

@@ -34,7 +34,7 @@ class CallEntry:
     result: ToolResult | None = None
 
 
-Entry = str | CallEntry | Compaction
+RecordEntry = str | CallEntry | Compaction
 """A message's text, a tool call, or a compaction of the model's view."""
 
 
@@ -47,8 +47,8 @@ class RunRecord:
     bounded; the whole run is in the result's history.
     """
 
-    head: list[Entry] = field(default_factory=list)
-    tail: deque[Entry] = field(default_factory=lambda: deque(maxlen=TAIL_ENTRIES))
+    head: list[RecordEntry] = field(default_factory=list)
+    tail: deque[RecordEntry] = field(default_factory=lambda: deque(maxlen=TAIL_ENTRIES))
     omitted: int = 0
     calls: dict[str, CallEntry] = field(default_factory=dict)  # the calls kept, by call_id
     images: list[Display] = field(default_factory=list)
@@ -74,7 +74,7 @@ class RunRecord:
             self.add(entry)
         return entry
 
-    def add(self, entry: Entry) -> None:
+    def add(self, entry: RecordEntry) -> None:
         if len(self.head) < HEAD_ENTRIES:
             self.head.append(entry)
             return
@@ -86,7 +86,7 @@ class RunRecord:
         self.tail.append(entry)
 
     @property
-    def entries(self) -> list[Entry]:
+    def entries(self) -> list[RecordEntry]:
         """The kept entries in order (the omitted ones would go between the first HEAD_ENTRIES and the rest)."""
         return [*self.head, *self.tail]
 

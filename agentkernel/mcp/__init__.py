@@ -11,8 +11,8 @@ Reading the configuration needs nothing more; starting a server needs the ``mcp`
 """
 
 from .config import CONFIG_ENV, CONFIG_FILE, MCPConfig, ServerEntry, load_config, parse_config
-from .results import Image, Outcome
+from .results import McpImage, Outcome
 from .server import INSTALL_HINT, MCPServer, MCPToolError, connect, tool_name
 
-__all__ = ["CONFIG_ENV", "CONFIG_FILE", "INSTALL_HINT", "Image", "MCPConfig", "MCPServer", "MCPToolError", "Outcome",
+__all__ = ["CONFIG_ENV", "CONFIG_FILE", "INSTALL_HINT", "MCPConfig", "McpImage", "MCPServer", "MCPToolError", "Outcome",
            "ServerEntry", "connect", "load_config", "parse_config", "tool_name"]

@@ -3,19 +3,18 @@ resources as short notes (an image's data goes to the notebook, never into the t
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
-import struct
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..record.images import encoded_size
 
 RESOURCE_TEXT_CHARS = 2000
 """Characters of an embedded text resource put into the output (the tool's max_output_chars still caps the whole)."""
 
 
 @dataclass(frozen=True)
-class Image:
+class McpImage:
     """An image a tool returned: its MIME type, base64 data and, for PNG, its size."""
 
     mime: str
@@ -30,13 +29,13 @@ class Outcome:
 
     text: str
     is_error: bool = False
-    images: list[Image] = field(default_factory=list)
+    images: list[McpImage] = field(default_factory=list)
 
 
 def outcome(result: Any, server: str) -> Outcome:
     """Map an SDK ``CallToolResult`` to an :class:`Outcome`."""
     parts: list[str] = []
-    images: list[Image] = []
+    images: list[McpImage] = []
     texts: list[str] = []
     for block in result.content:
         kind = getattr(block, "type", None)
@@ -44,7 +43,7 @@ def outcome(result: Any, server: str) -> Outcome:
             parts.append(block.text)
             texts.append(block.text)
         elif kind == "image":
-            image = Image(block.mime_type, block.data, image_note(block.mime_type, block.data, server))
+            image = McpImage(block.mime_type, block.data, image_note(block.mime_type, block.data, server))
             images.append(image)
             parts.append(image.note)
         elif kind == "audio":
@@ -77,15 +76,8 @@ def resource_summary(resource: Any) -> str:
 
 def image_note(mime: str, data: str, server: str) -> str:
     """``[image/png 20x20 from server everything]`` (the size only for a PNG whose header can be read)."""
-    size = ""
-    if mime == "image/png":
-        try:
-            header = base64.b64decode(data[:44])  # the signature and the IHDR chunk
-            if header[:8] == b"\x89PNG\r\n\x1a\n":
-                size = " {}x{}".format(*struct.unpack(">II", header[16:24]))
-        except (binascii.Error, ValueError, struct.error):
-            pass
-    return f"[{mime}{size} from server {server}]"
+    size = encoded_size(mime, data) if mime == "image/png" else None
+    return f"[{mime}{' {}x{}'.format(*size) if size else ''} from server {server}]"
 
 
 def _is_json_of(text: str, value: Any) -> bool:

@@ -25,7 +25,7 @@ from pydantic import create_model
 
 from .._version import __version__
 from ..errors import AgentConfigError
-from ..record.images import MAX_IMAGES_PER_CALL, model_image
+from ..record.images import images_for_model
 from ..redact import known_secrets, redact_text
 from ..tools import Display, Tool, ToolError, ToolOutput
 from ..tools.schemas import Arguments
@@ -280,15 +280,11 @@ class MCPServer:
             if not (model_images and result.images):
                 text = redact_text(result.text, known_secrets())
                 return ToolOutput(text, displays=displays) if displays else text
-            text, sent = result.text, []
-            for index, image in enumerate(result.images):
-                if index == MAX_IMAGES_PER_CALL:
-                    ready, note = None, f"not sent to the model: one call sends at most {MAX_IMAGES_PER_CALL} images"
-                else:  # a large image is downscaled, which takes a while: not on the event loop
-                    ready, note = await asyncio.to_thread(model_image, image.mime, image.data)
+            # A large image is downscaled, which takes a while: not on the event loop.
+            sent, notes = await asyncio.to_thread(images_for_model, [(i.mime, i.data) for i in result.images])
+            text = result.text
+            for image, note in zip(result.images, notes, strict=True):
                 text = text.replace(image.note, f"{image.note[:-1]}, {note}]", 1)
-                if ready is not None:
-                    sent.append(ready)
             return ToolOutput(redact_text(text, known_secrets()), sent, displays)
 
         call.__name__ = call.__qualname__ = name

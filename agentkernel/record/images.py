@@ -51,8 +51,35 @@ def _jpeg_size(raw: bytes) -> tuple[int, int] | None:
     return None
 
 
+def encoded_size(media_type: str, data: str) -> tuple[int, int] | None:
+    """``(width, height)`` of a base64 PNG or GIF read from its first bytes only; None when they do not say."""
+    if media_type not in ("image/png", "image/gif") or not isinstance(data, str):
+        return None
+    try:
+        return image_size(media_type, base64.b64decode(data[:44]))  # PNG: the signature and the IHDR chunk
+    except (binascii.Error, ValueError):
+        return None
+
+
 MAX_IMAGES_PER_CALL = 4
 """One tool call sends the model at most this many images (the context view caps a request at as many)."""
+
+
+def images_for_model(found: list[tuple[str, str]]) -> tuple[list[Image], list[str]]:
+    """A call's images (``(media type, base64)`` pairs) made ready for the model: at most
+    :data:`MAX_IMAGES_PER_CALL` of them, each as :func:`model_image` makes it; and for each image found, the note
+    saying what became of it. Downscaling a large image takes a while: call this in a worker thread."""
+    images: list[Image] = []
+    notes: list[str] = []
+    for media_type, data in found:
+        if len(images) == MAX_IMAGES_PER_CALL:
+            notes.append(f"not sent to the model: one call sends at most {MAX_IMAGES_PER_CALL} images")
+            continue
+        image, note = model_image(media_type, data)
+        notes.append(note)
+        if image is not None:
+            images.append(image)
+    return images, notes
 
 
 def model_image(media_type: str, data: str, budget: int = MAX_IMAGE_BYTES) -> tuple[Image | None, str]:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..text import short, take_lines
-from .base import Tool, tool
+from .base import MAX_OUTPUT_CHARS, Tool, tool
 from .file_reading import SNIFF_BYTES, read_text_file, split_lines
 from .file_search import search_files
 
@@ -44,7 +44,6 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 MAX_FILE_BYTES = 1_000_000
 """Files larger than this are only read in parts (offset/limit) and are skipped by search_text."""
-MAX_OUTPUT_CHARS = 20_000
 """No tool returns more text than this, so one call cannot flood the model's context."""
 MAX_LIST_ENTRIES = 1000
 MAX_MATCHES = 200

@@ -33,7 +33,7 @@ from itertools import count
 from types import CodeType
 from typing import Any, Literal
 
-from ...record.images import image_size
+from ...record.images import encoded_size
 from .tracebacks import cell_names, format_error
 
 OutputKind = Literal["stdout", "stderr", "display", "value"]
@@ -133,14 +133,8 @@ def describe_bundle(data: dict[str, Any], note: str = "") -> str:
 
 def image_placeholder(mime: str, payload: Any) -> str:
     """``[image/png 640x480]``: the size is read from a PNG's or GIF's header; other images show their type only."""
-    if mime in ("image/png", "image/gif") and isinstance(payload, str):
-        try:
-            size = image_size(mime, base64.b64decode(payload[:44]))  # PNG: the signature and the IHDR chunk
-        except ValueError:
-            size = None
-        if size:
-            return f"[{mime} {size[0]}x{size[1]}]"
-    return f"[{mime}]"
+    size = encoded_size(mime, payload)
+    return f"[{mime} {size[0]}x{size[1]}]" if size else f"[{mime}]"
 
 
 # -- running ---------------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import traceback
 from types import ModuleType
 from typing import Any
 
-from ...record.images import MAX_IMAGES_PER_CALL, Image, model_image
+from ...record.images import Image, images_for_model
 from ...redact import known_secrets, redact, redact_bundle, redact_text
 from ...text import cut, short, take_lines
 from ...tools import MAX_OUTPUT_CHARS, Display, Tool, ToolError, ToolOutput, in_thread, tool
@@ -158,21 +158,15 @@ class KernelTools:
         return ToolOutput(text, images, displays) if images or displays else text
 
     def model_images(self, execution: Execution) -> tuple[list[Image], dict[int, str]]:
-        """The images of an execution to send to the model (at most :data:`MAX_IMAGES_PER_CALL`, each within the
-        byte budget), and per output a note for its placeholder saying what became of its image."""
-        images: list[Image] = []
-        notes: dict[int, str] = {}
+        """The images of an execution to send to the model (see :func:`~agentkernel.record.images.images_for_model`),
+        and per output a note for its placeholder saying what became of its image."""
+        found: dict[int, tuple[str, str]] = {}
         for index, output in enumerate(execution.outputs):
             mime = next((m for m in IMAGE_TYPES if m in output.data), None)  # the one its placeholder names first
-            if mime is None:
-                continue
-            if len(images) == MAX_IMAGES_PER_CALL:
-                notes[index] = f"not sent to the model: one call sends at most {MAX_IMAGES_PER_CALL} images"
-                continue
-            image, notes[index] = model_image(mime, output.data[mime])
-            if image is not None:
-                images.append(image)
-        return images, notes
+            if mime is not None:
+                found[index] = (mime, output.data[mime])
+        images, notes = images_for_model(list(found.values()))
+        return images, dict(zip(found, notes, strict=True))
 
     # -- helpers ---------------------------------------------------------------------------------------------
 

@@ -1,0 +1,119 @@
+"""The architecture, checked: imports point one way (the core never imports IPython or ipywidgets, nothing imports
+the package top, no module-level import circles) and ``%load_ext`` loads no model or server SDK."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "agentkernel"
+SDKS = ("openai", "anthropic", "mcp", "genai_prices")
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def imports(name: str, path: Path, *, module_level: bool) -> set[str]:
+    """The absolute names module ``name`` imports: at module level (``if``/``try`` blocks included,
+    ``TYPE_CHECKING`` ones not), or anywhere in it."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text())
+
+    def top(nodes: list[ast.stmt]) -> list[ast.stmt]:
+        found = []
+        for node in nodes:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                continue
+            found.append(node)
+            if isinstance(node, ast.If | ast.Try):
+                found += top([*node.body, *node.orelse, *getattr(node, "finalbody", []),
+                              *(s for h in getattr(node, "handlers", []) for s in h.body)])
+        return found
+
+    names: set[str] = set()
+    for node in top(tree.body) if module_level else ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            parts = package.split(".")
+            base = ".".join(parts[: len(parts) - node.level + 1]) if node.level else ""
+            target = ".".join(p for p in (base, node.module or "") if p)
+            names.add(target)
+            if not node.module:  # from . import x: x may be a module
+                names.update(f"{target}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_the_core_never_imports_ipython_or_ipywidgets() -> None:
+    for name, path in modules().items():
+        if name.startswith("agentkernel.jupyter"):
+            continue
+        front_end = {i for i in imports(name, path, module_level=False) if i.split(".")[0] in ("IPython", "ipywidgets")}
+        assert not front_end, f"{name} imports {front_end}: only agentkernel.jupyter may"
+
+
+def test_nothing_imports_the_package_top() -> None:
+    for name, path in modules().items():
+        if name == "agentkernel":
+            continue
+        assert "agentkernel" not in imports(name, path, module_level=False), f"{name} imports agentkernel's top"
+
+
+def test_no_module_level_import_circles() -> None:
+    known = modules()
+    graph = {name: {i for i in imports(name, path, module_level=True) if i in known and i != name}
+             for name, path in known.items()}
+    state: dict[str, str] = {}
+    path: list[str] = []
+
+    def walk(node: str) -> None:
+        state[node] = "open"
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                raise AssertionError("import circle: " + " -> ".join(path[path.index(nxt):] + [nxt]))
+            if nxt not in state:
+                walk(nxt)
+        path.pop()
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            walk(node)
+
+
+LOAD = r"""
+import json, sys
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+shell.run_line_magic("load_ext", "agentkernel")
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in SDKS)
+shell.run_cell("import agentkernel\nm = agentkernel.ScriptedModel(['hello'])")
+shell.run_cell("%%agent -m m\nsay hello", store_history=False)
+ran = sorted(m for m in sys.modules if m.split(".")[0] in SDKS)
+print(json.dumps({"loaded": loaded, "ran": ran, "status": shell.user_ns["_agent"].status}))
+"""
+
+
+def test_load_ext_and_a_scripted_run_import_no_sdk() -> None:
+    code = f"SDKS = {SDKS!r}\n{LOAD}"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=PACKAGE.parent)
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {"loaded": [], "ran": [], "status": "complete"}
+
+
+def test_import_agentkernel_alone_loads_nothing_heavy() -> None:
+    code = ("import sys, agentkernel\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('openai', 'mcp', 'pydantic', 'IPython')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=PACKAGE.parent)
+    assert done.stdout.strip() == "[]"
