@@ -18,8 +18,8 @@ _HOMES = {
     ".errors": ("AgentConfigError",),
     ".guards": ("GuardConfig",),
     ".loop": ("DEFAULT_SYSTEM_PROMPT", "AgentLoop", "run"),
-    ".models": ("Call", "Model", "ModelError", "ModelRequest", "OpenAIChatModel", "OpenAIResponsesModel",
-                "RecordingModel", "ReplayModel", "ScriptedModel", "Turn"),
+    ".models": ("AnthropicMessagesModel", "Call", "Model", "ModelError", "ModelRequest", "OpenAIChatModel",
+                "OpenAIResponsesModel", "RecordingModel", "ReplayModel", "ScriptedModel", "Turn"),
     ".pricing": ("Price",),
     ".record.history": ("HistoryError", "repair_history", "validate_history"),
     ".record.transcript": ("load_transcript",),
@@ -44,6 +44,11 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *_HOME_OF})
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """Where the built front-end extension is (``jupyter labextension develop --overwrite .`` links it)."""
+    return [{"src": "labextension", "dest": "agentkernel"}]
 
 
 def load_ipython_extension(ipython):  # noqa: ANN001 - IPython's own signature

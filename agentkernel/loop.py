@@ -33,6 +33,7 @@ from .events import (
 )
 from .guards import FailureGuard, GuardConfig, NoProgressGuard, RepeatedCallGuard, TextLoopGuard
 from .models.base import (
+    THINKING_KEY,
     ContextOverflowError,
     FunctionCallEvent,
     FunctionCallProgress,
@@ -40,6 +41,7 @@ from .models.base import (
     ModelError,
     ModelRequest,
     TextDelta,
+    Thinking,
     Truncation,
     UsageEvent,
 )
@@ -82,6 +84,8 @@ class Response:
     truncated: str | None = None
     usage: UsageEvent | None = None
     """As the server reported it, or estimated (see :class:`UsageEvent`)."""
+    thinking: list[dict[str, Any]] = field(default_factory=list)
+    """The :class:`Thinking` blocks it streamed, until the turn's first item takes them."""
 
     @property
     def text(self) -> str:
@@ -314,6 +318,8 @@ class AgentLoop:
                     self._count(event, turn, response)
                 elif isinstance(event, Truncation):
                     response.truncated = response.truncated or event.reason
+                elif isinstance(event, Thinking):
+                    response.thinking.extend(event.blocks)
 
     # -- usage and cost ---------------------------------------------------------------------------------------
 
@@ -492,6 +498,12 @@ class AgentLoop:
         if self.transcript:
             self.transcript.item(item)
 
+    def _turn_item(self, item: h.Item) -> h.Item:
+        """The turn's first item carries the :class:`Thinking` blocks its response streamed (if any)."""
+        if self.streaming.thinking:
+            item[THINKING_KEY], self.streaming.thinking = self.streaming.thinking, []
+        return item
+
     def _commit_call(self, event: FunctionCallEvent) -> ToolCall:
         """Commit a requested call under its final call_id: a model (or server) that leaves a call_id empty or
         reuses one would break the call/output matching."""
@@ -501,14 +513,14 @@ class AgentLoop:
             call_id, n = f"{base}_{n}", n + 1
         self.call_ids.add(call_id)
         call = ToolCall(call_id, valid_text(event.name), valid_text(event.arguments))
-        self.commit(h.function_call(call.call_id, call.name, call.arguments))
+        self.commit(self._turn_item(h.function_call(call.call_id, call.name, call.arguments)))
         return call
 
     def _commit_text(self, text: str) -> str:
         """Commit a message's text (if any); return it as committed."""
         text = valid_text(text)
         if text:
-            self.commit(h.assistant_message(text))
+            self.commit(self._turn_item(h.assistant_message(text)))
             self.last_text = text
             self.emit(MessageDone, text)
         return text
@@ -552,6 +564,6 @@ async def run(prompt: str | None, *, model: Model, **options: Any) -> LoopResult
     """Run the agent loop on ``prompt`` and return a :class:`LoopResult`; never raises for a guard, budget or abort.
 
     Options are those of :class:`AgentLoop`: ``tools``, ``system``, ``history``, ``limits``, ``guards``,
-    ``stop``, ``on_event``, ``approve``, ``transcript``.
+    ``stop``, ``on_event``, ``approve``, ``transcript``, ``context_window``.
     """
     return await AgentLoop(model, **options).run(prompt)

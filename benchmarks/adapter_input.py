@@ -2,7 +2,7 @@
 
 Not a test: run ``python benchmarks/adapter_input.py``. For histories of 10, 100 and 1000 items it times one
 request's input conversion as the loop causes it (two items appended since the last request: a call and its
-output) for both adapters, next to converting the whole history again (what the adapters did before). The
+output) for the three adapters, next to converting the whole history again (what the adapters did before). The
 cached figure should stay flat; the full one grows with the history. The SDK's own serialisation of the request
 (inherent, and the same either way) is not included.
 """
@@ -13,7 +13,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agentkernel.models._openai_common import InputCache
+from agentkernel.models._api import InputCache
+from agentkernel.models.anthropic_messages import add_message, with_breakpoints
 from agentkernel.models.openai_chat import add_chat_message, chat_messages
 from agentkernel.models.openai_responses import responses_input, responses_item
 
@@ -50,11 +51,14 @@ def per_request(n: int, convert: Callable[[list[dict[str, Any]]], Any]) -> float
 def main() -> None:
     responses_cache = InputCache(lambda converted, item: converted.append(responses_item(item)))
     chat_cache = InputCache(add_chat_message)
+    anthropic_cache = InputCache(add_message)
     ways = {
         "responses, each item once": responses_cache.convert,
         "responses, whole history": responses_input,
         "chat, each item once": lambda history: [{"role": "system", "content": "s"}, *chat_cache.convert(history)],
         "chat, whole history": lambda history: chat_messages("s", history),
+        # with the two prompt-cache breakpoints each request marks (on copies of two messages)
+        "anthropic, each item once": lambda history: with_breakpoints(anthropic_cache.convert(history)),
     }
     print(f"µs per request (best of 5 × {REQUESTS} requests, 2 items added before each)")
     print(f"{'history starts at':28}" + "".join(f"{n:>10} items" for n in SIZES) + f"{'1000/10':>10}")

@@ -1,8 +1,8 @@
 """The live panel's cost in a real kernel: ``%%agent`` against a plain ``await run()``, one tool call per round.
 
 Not a test: run ``PYTHONPATH=. python benchmarks/panel.py`` (``--quick`` for one repeat and three RSS runs). A kernel
-is started with ``jupyter_client`` (as the kernel tests do, see ``tests/kernel_client.py``); a scripted model calls
-an async no-op tool N times, then answers. For N = 100 and 1000 it prints:
+is started with ``jupyter_client`` (as the kernel tests do, see ``tests/support/kernel_client.py``); a scripted
+model calls an async no-op tool N times, then answers. For N = 100 and 1000 it prints:
 
 - kernel ms per round for the ``%%agent`` cell (live panel, static rendering at the end) and for a plain
   ``await agentkernel.run(...)`` cell in the same kernel, timed inside the kernel from ``pre_run_cell`` to
@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 from kernel_client import Cell, KernelSession, agent_kernel  # noqa: E402
 
 SETUP = """\

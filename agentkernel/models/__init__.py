@@ -1,6 +1,7 @@
-"""Models: one async streaming interface over OpenAI Responses, Chat Completions, and scripted turns.
+"""Models: one async streaming interface over OpenAI Responses, Chat Completions, Anthropic Messages, and scripted
+turns.
 
-The OpenAI adapters (and so the ``openai`` SDK) are imported when first named.
+The SDK adapters (and so the ``openai`` and ``anthropic`` SDKs) are imported when first named.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from .base import (
     ModelEvent,
     ModelRequest,
     TextDelta,
+    Thinking,
     Truncation,
     UsageEvent,
 )
@@ -23,15 +25,17 @@ from .cassette import RecordingModel, ReplayModel
 from .scripted import Call, ScriptedModel, Turn
 
 if TYPE_CHECKING:
+    from .anthropic_messages import AnthropicMessagesModel
     from .openai_chat import OpenAIChatModel
     from .openai_responses import OpenAIResponsesModel
 
-_LAZY = {"OpenAIChatModel": ".openai_chat", "OpenAIResponsesModel": ".openai_responses"}
+_LAZY = {"AnthropicMessagesModel": ".anthropic_messages", "OpenAIChatModel": ".openai_chat",
+         "OpenAIResponsesModel": ".openai_responses"}
 
 __all__ = [
-    "Call", "FunctionCallEvent", "FunctionCallProgress", "Model", "ModelError", "ModelEvent", "ModelRequest",
-    "OpenAIChatModel", "OpenAIResponsesModel", "RecordingModel", "ReplayModel", "ScriptedModel", "TextDelta",
-    "Truncation", "Turn", "UsageEvent",
+    "AnthropicMessagesModel", "Call", "FunctionCallEvent", "FunctionCallProgress", "Model", "ModelError", "ModelEvent",
+    "ModelRequest", "OpenAIChatModel", "OpenAIResponsesModel", "RecordingModel", "ReplayModel", "ScriptedModel",
+    "TextDelta", "Thinking", "Truncation", "Turn", "UsageEvent",
 ]
 
 

@@ -1,55 +1,41 @@
-"""What both OpenAI adapters share: making the client (and which key it may send), request options, the history
-converted once per item, and turning SDK and stream faults into key-free ModelErrors."""
+"""What both OpenAI adapters share: the ``openai.AsyncOpenAI`` client, request options, and the server's own
+context window; the rest (keys, errors, the history converted once per item) is :mod:`agentkernel.models._api`'s."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
 import os
-import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 import openai
 
-from ..record.history import Item
-from ..redact import known_secrets, redact_text, without_credentials
-from ..text import short
-from .base import ContextOverflowError, ModelError, ModelRequest
-from .overflow import overflow_numbers
+from ..redact import without_credentials
+from ._api import ApiModel, InputCache
+from .providers import OPENAI, Provider, same_url
+
+__all__ = ["DEFAULT_TIMEOUT", "OPENAI_API_URL", "InputCache", "OpenAIModelBase"]
 
 DEFAULT_TIMEOUT = openai.Timeout(600.0, connect=10.0)
 """Long enough for a slow model's whole answer, short enough to notice an unreachable server."""
 
-OPENAI_API_URL = "https://api.openai.com/v1"
-
-LOCAL_PLACEHOLDER_KEY = "not-needed"
-"""Sent to a base URL that gets no key: the SDK must send some key, and local servers (vLLM, Ollama, llama.cpp)
-ignore it."""
-
-RETRIED_STATUSES = (408, 409, 429)
-"""With 5xx, the statuses the openai SDK retries (unless the server says ``x-should-retry: false``)."""
-
-S = TypeVar("S", bound="openai.AsyncStream[Any]")
+OPENAI_API_URL = OPENAI.url or ""
 
 
-class OpenAIModelBase:
+class OpenAIModelBase(ApiModel):
     """Shared by both adapters: the ``openai.AsyncOpenAI`` client made on first use, options, and error mapping.
-
-    The client is made lazily so that building a model with no key configured never fails; the missing key
-    becomes a clear ``ModelError`` when the model is first asked for a response. A ``client`` passed in is
-    used as it is (its own key, base URL, retries and timeout).
 
     Which key is sent: ``api_key`` if given; else the environment variable named by ``api_key_env``; else
     ``OPENAI_API_KEY``, but only to the OpenAI API or to the ``OPENAI_BASE_URL`` the environment itself names,
     so a ``base_url`` written into a shared notebook never receives your key. Other servers get a placeholder.
+    ``provider`` (see :mod:`agentkernel.models.providers`) is another OpenAI-compatible provider whose own key
+    variable and URL take the place of those (``GEMINI_API_KEY`` to Google's endpoint, say). A ``client`` passed
+    in is used as it is.
 
     ``max_output_tokens`` caps each response (Responses ``max_output_tokens``; Chat ``max_completion_tokens``
-    for the OpenAI API, ``max_tokens`` for other servers); ``temperature`` is sent when set. ``provider`` names
-    the provider whose prices apply (``openai`` for a proxy of the OpenAI API; see :attr:`price_provider`).
+    for the OpenAI API, ``max_tokens`` for other servers); ``temperature`` is sent when set. ``price_provider``
+    prices the model as that provider's (a genai-prices id: ``openai`` for a proxy of the OpenAI API).
     """
+
+    sdk = openai
+    sdk_error = openai.OpenAIError
 
     def __init__(
         self,
@@ -63,68 +49,28 @@ class OpenAIModelBase:
         temperature: float | None = None,
         max_retries: int = 2,
         timeout: float | openai.Timeout | None = DEFAULT_TIMEOUT,
-        provider: str | None = None,
+        provider: Provider = OPENAI,
+        price_provider: str | None = None,
     ):
-        if max_output_tokens is not None and max_output_tokens < 1:
-            raise ValueError(f"max_output_tokens must be a positive number of tokens, not {max_output_tokens}")
-        self.model = model
-        self.name = model
-        self.max_output_tokens = max_output_tokens
-        self.temperature = temperature
-        self._client = client
-        self._own_client = client is None
-        self._client_loop: asyncio.AbstractEventLoop | None = None
-        self._base_url = base_url
-        self._api_key = api_key
-        self._api_key_env = api_key_env
-        self._max_retries = max_retries
-        self._timeout = timeout
-        self._discovered: tuple[int | None] | None = None
-        self._provider = provider
+        super().__init__(model, provider=provider, client=client, base_url=base_url, api_key=api_key,
+                         api_key_env=api_key_env, max_output_tokens=max_output_tokens, temperature=temperature,
+                         max_retries=max_retries, timeout=timeout, price_provider=price_provider)
 
     @property
     def client(self) -> openai.AsyncOpenAI:
-        """The SDK client (made on first access from the arguments and the environment).
+        """The SDK client (made on first access; again on another event loop)."""
+        client: openai.AsyncOpenAI = self._shared_client()
+        return client
 
-        A client this model made is made again on another event loop (its pooled connections belong to the
-        loop they were opened on), so one model object can serve several ``asyncio.run`` calls.
-        """
-        loop = _running_loop()
-        if self._own_client and self._client is not None and loop is not self._client_loop:
-            self._client = None  # its connections belong to an earlier event loop
-        if self._client is None:
-            base_url = self._configured_url() or None
-            try:
-                self._client = openai.AsyncOpenAI(
-                    api_key=self._key(), base_url=base_url, max_retries=self._max_retries, timeout=self._timeout
-                )
-            except openai.OpenAIError as error:
-                raise ModelError(self._redact(f"could not set up the OpenAI client: {error}")) from None
-            self._client_loop = loop
-        return self._client
-
-    def _key(self) -> str:
-        """The key to send (see the class docs); raises ModelError when the OpenAI API would get none."""
-        if self._api_key:
-            return self._api_key
-        if self._api_key_env:
-            key = os.environ.get(self._api_key_env)
-            if not key:
-                raise ModelError(f"the environment variable {self._api_key_env} (named by api_key_env) is not set")
-            return key
-        key = os.environ.get("OPENAI_API_KEY")
-        if key and key_may_go_to(self._base_url):
-            return key
-        if _same_url(self._configured_url() or OPENAI_API_URL, OPENAI_API_URL):
-            raise ModelError(
-                "no API key: set OPENAI_API_KEY (or pass api_key=...), or give a base URL for a local "
-                "OpenAI-compatible server that needs no key"
-            )
-        return LOCAL_PLACEHOLDER_KEY
+    def _new_client(self, api_key: str) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(api_key=api_key, base_url=self._configured_url() or None,
+                                  max_retries=self._max_retries, timeout=self._timeout)
 
     def _configured_url(self) -> str | None:
-        """The base URL given to this model, else the environment's ``OPENAI_BASE_URL`` (None: neither)."""
-        return self._base_url or os.environ.get("OPENAI_BASE_URL") or None
+        """The base URL given to this model, else the provider's default (``OPENAI_BASE_URL`` or the provider's
+        own; None: the OpenAI SDK's default)."""
+        return self._base_url or (None if self.provider is OPENAI and not os.environ.get("OPENAI_BASE_URL")
+                                  else self.provider.default_url())
 
     @property
     def base_url(self) -> str:
@@ -135,221 +81,16 @@ class OpenAIModelBase:
         return without_credentials(url).rstrip("/")
 
     @property
+    def api_url(self) -> str:
+        return self.base_url
+
+    @property
     def is_openai_api(self) -> bool:
         """Whether requests go to the OpenAI API itself (not an OpenAI-compatible server)."""
-        return _same_url(self.base_url, OPENAI_API_URL)
+        return same_url(self.base_url, OPENAI_API_URL)
 
     @property
     def accepts_images(self) -> bool:
-        """Whether tools should give this model images by default: only the OpenAI API itself is known to take
-        them (a text-only local server rejects a request that holds one)."""
-        return self.is_openai_api
-
-    @property
-    def price_provider(self) -> str | None:
-        """The provider whose prices apply (a ``genai-prices`` id): ``provider`` if given, ``openai`` for the OpenAI
-        API; ``None`` leaves it to the base URL (see :mod:`agentkernel.pricing`)."""
-        return self._provider or ("openai" if self.is_openai_api else None)
-
-    def sampling_options(self, max_tokens_field: str, request: ModelRequest) -> dict[str, Any]:
-        """``temperature``, the output cap (sent as ``max_tokens_field``: the lower of the model's and the request's)
-        and, for OpenAI, the run's ``prompt_cache_key``; only those that are set."""
-        options: dict[str, Any] = {}
-        caps = [cap for cap in (self.max_output_tokens, request.max_output_tokens) if cap is not None]
-        if caps:
-            options[max_tokens_field] = min(caps)
-        if self.temperature is not None:
-            options["temperature"] = self.temperature
-        if request.cache_key and self.price_provider == "openai":  # other servers may refuse a field they lack
-            options["prompt_cache_key"] = request.cache_key
-        return options
-
-    @contextlib.asynccontextmanager
-    async def _api_stream(self, opening: Awaitable[S]) -> AsyncIterator[S]:
-        """Open an SDK stream, map SDK and stream faults to :class:`ModelError`, and always close the response.
-
-        Closing in ``finally`` matters: when the loop aborts (``aclose()`` on the adapter's generator, or task
-        cancellation), the connection is dropped at once, so the server sees the disconnect and stops generating.
-        """
-        try:
-            stream = await opening
-        except openai.OpenAIError as error:
-            raise self._model_error(error) from None
-        try:
-            yield stream
-        except openai.OpenAIError as error:
-            raise self._model_error(error) from None
-        except json.JSONDecodeError as error:  # the SDK parses each SSE data line as JSON
-            raise ModelError(self._redact(f"the model API at {self.base_url} sent stream data that is not JSON: "
-                                          f"{short(error.doc, 80)!r}")) from None
-        except (AttributeError, KeyError, TypeError, ValueError) as error:  # JSON, but not the shape of an event
-            raise ModelError(self._redact(f"the model API at {self.base_url} sent a stream event this adapter "
-                                          f"cannot read ({type(error).__name__}: {short(str(error), 120)})")) from None
-        finally:
-            await stream.close()
-
-    def secrets(self) -> list[str]:
-        """The keys this model may send (to keep them out of messages and recordings)."""
-        client_key = self._client.api_key if self._client is not None else None
-        named = os.environ.get(self._api_key_env) if self._api_key_env else None
-        return [k for k in known_secrets(self._api_key, named, client_key) if k != LOCAL_PLACEHOLDER_KEY]
-
-    def _redact(self, text: str) -> str:
-        return redact_text(text, self.secrets())
-
-    def _model_error(self, error: openai.OpenAIError) -> ModelError:
-        """Describe an SDK error (raised after the SDK's own retries) for the user, never including a key; a
-        request refused as too long for the model's window is a :class:`ContextOverflowError`."""
-        message = self._describe(error)
-        if isinstance(error, openai.APIError) and not isinstance(error, openai.APIConnectionError):
-            return self.api_error(message, error.body, error.message)
-        return ModelError(self._redact(message))
-
-    def api_error(self, message: str, body: Any, text: str = "") -> ModelError:
-        """The key-free error for an API's refusal: a :class:`ContextOverflowError`, with the numbers the server
-        gave, when ``body`` (or the server's ``text``) says the request was too long for the window."""
-        overflow, window, prompt_tokens = overflow_numbers(body, text)
-        if not overflow:
-            return ModelError(self._redact(message))
-        return ContextOverflowError(self._redact(message), window=window, prompt_tokens=prompt_tokens)
-
-    async def discover_context_window(self) -> int | None:
-        """The context window the server says it has (llama.cpp's ``/props`` ``n_ctx``), asked once; ``None`` for
-        the OpenAI API and for servers that do not say (the window is then learned from an overflow error)."""
-        if self._discovered is None:
-            self._discovered = (await self._ask_window(),)
-        return self._discovered[0]
-
-    async def _ask_window(self) -> int | None:
-        if self.is_openai_api or not self.base_url.startswith(("http://", "https://")):
-            return None
-        root = self.base_url.removesuffix("/v1")
-        props = await asyncio.to_thread(_get_json, f"{root}/props")  # llama.cpp
-        settings = props.get("default_generation_settings")
-        if isinstance(settings, dict) and _positive(settings.get("n_ctx")):
-            return settings["n_ctx"]
-        models = await asyncio.to_thread(_get_json, f"{self.base_url}/models")  # vLLM, llama.cpp's meta
-        cards = [card for card in models.get("data") or [] if isinstance(card, dict)]
-        ours = [card for card in cards if card.get("id") == self.model] or cards[:1] * (len(cards) == 1)
-        for card in ours:
-            meta = card["meta"] if isinstance(card.get("meta"), dict) else {}
-            for value in (card.get("max_model_len"), meta.get("n_ctx")):
-                if _positive(value):
-                    return value
-        return None
-
-    def _describe(self, error: openai.OpenAIError) -> str:
-        retries = self._client.max_retries if self._client is not None else self._max_retries
-        after = f" after {retries} retries" if retries else ""
-        if isinstance(error, openai.AuthenticationError):
-            if self._client is not None and self._client.api_key == LOCAL_PLACEHOLDER_KEY:
-                return (f"the model API at {self.base_url} wants a key (401 Unauthorized), and it got none: "
-                        "OPENAI_API_KEY goes only to the OpenAI API or to $OPENAI_BASE_URL; name the environment "
-                        "variable that holds this server's key with --api-key-env (or api_key_env=...)")
-            return (f"the model API at {self.base_url} refused the key (401 Unauthorized): "
-                    "check OPENAI_API_KEY (or the api_key / --api-key-env given)")
-        if isinstance(error, openai.PermissionDeniedError):
-            return f"the model API refused access (403 Forbidden): {_server_message(error)}"
-        if isinstance(error, openai.NotFoundError):
-            return (f"the model API at {self.base_url} answered 404 Not Found (wrong model name or base URL?): "
-                    f"{_server_message(error)}")
-        if isinstance(error, openai.APIStatusError):
-            after = after if _was_retried(error.response) else ""
-            if isinstance(error, openai.RateLimitError):
-                return f"the model API is rate limited or out of quota (429){after}: {_server_message(error)}"
-            if isinstance(error, openai.BadRequestError | openai.UnprocessableEntityError):
-                return (f"the model API rejected the request (HTTP {error.status_code}): {_server_message(error)}")
-            return f"the model API failed with HTTP {error.status_code}{after}: {_server_message(error)}"
-        if isinstance(error, openai.APITimeoutError):
-            return f"the model API at {self.base_url} timed out{after}"
-        if isinstance(error, openai.APIConnectionError):
-            cause = error.__cause__
-            reason = f" ({type(cause).__name__}: {cause})" if cause else ""
-            return f"lost or could not open the connection to the model API at {self.base_url}{after}{reason}"
-        if isinstance(error, openai.APIError):
-            return f"the model API reported an error: {error.message}"
-        return f"the OpenAI client failed: {error}"
-
-
-class InputCache:
-    """The history converted to an API's input shape, each item once.
-
-    Within a run the history only grows by appends (and an item is never edited once appended), so each request
-    converts just the items added since the last one; the adapter's own work per request does not grow with the
-    history. ``fold(converted, item)``
-    appends an item's converted form (or merges it into the last one, as Chat does with tool calls). Another
-    history list, or one whose converted part changed, is converted afresh.
-    """
-
-    def __init__(self, fold: Callable[[list[dict[str, Any]], Item], None]):
-        self.fold = fold
-        self.history: list[Item] | None = None
-        self.converted: list[dict[str, Any]] = []
-        self.count = 0
-        self.last: Item | None = None
-
-    def convert(self, history: list[Item]) -> list[dict[str, Any]]:
-        """The converted history (a new list each time; its dicts are shared with earlier requests)."""
-        count = self.count
-        if history is not self.history or len(history) < count or (count and history[count - 1] is not self.last):
-            self.history, self.converted, count = history, [], 0
-        for item in history[count:]:
-            self.fold(self.converted, item)
-        self.count = len(history)
-        self.last = history[-1] if history else None
-        return list(self.converted)
-
-
-def key_may_go_to(base_url: str | None) -> bool:
-    """Whether ``OPENAI_API_KEY`` may be sent to ``base_url``: the OpenAI API, or the environment's own
-    ``OPENAI_BASE_URL`` (``None`` means that one, or the OpenAI API when it is unset)."""
-    if base_url is None:
-        return True
-    return _same_url(base_url, OPENAI_API_URL) or _same_url(base_url, os.environ.get("OPENAI_BASE_URL") or "")
-
-
-def _same_url(a: str, b: str) -> bool:
-    if not a or not b:
-        return False
-    x, y = urlsplit(a.strip()), urlsplit(b.strip())
-    return (x.scheme.lower(), x.netloc.lower(), x.path.rstrip("/")) == (y.scheme.lower(), y.netloc.lower(),
-                                                                        y.path.rstrip("/"))
-
-
-def _was_retried(response: Any) -> bool:
-    """Whether the SDK retries an answer like this one (its own rule: the header first, then the status)."""
-    should = response.headers.get("x-should-retry")
-    if should in ("true", "false"):
-        return should == "true"
-    return response.status_code in RETRIED_STATUSES or response.status_code >= 500
-
-
-def _get_json(url: str, timeout: float = 2.0) -> dict[str, Any]:
-    """A GET answered with a JSON object, else ``{}`` (a server without that endpoint, or none at all). Sends no key:
-    these endpoints need none."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as answer:
-            value = json.load(answer)
-    except (OSError, ValueError):  # URLError and HTTPError are OSErrors
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _positive(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
-def _server_message(error: openai.APIStatusError) -> str:
-    body: Any = error.body
-    if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return body["message"]
-    if body:
-        return str(body)[:300]
-    return error.response.reason_phrase or "no details"
+        """Whether tools should give this model images by default: only a hosted provider's own API (OpenAI,
+        Gemini, OpenRouter) is known to take them (a text-only local server rejects a request that holds one)."""
+        return bool(self.provider.key_env) and same_url(self.base_url, self.provider.url or "")

@@ -100,7 +100,22 @@ class Truncation:
     reason: str
 
 
-ModelEvent = TextDelta | FunctionCallProgress | FunctionCallEvent | UsageEvent | Truncation
+@dataclass
+class Thinking:
+    """The model's reasoning as its provider wants it sent back with the turn (Anthropic's signed ``thinking`` and
+    ``redacted_thinking`` blocks, as the API gave them).
+
+    The loop keeps the blocks on the turn's first history item, under :data:`THINKING_KEY`; the adapter that made
+    them sends them back in front of that turn, the others leave the key out of their requests.
+    """
+
+    blocks: list[dict[str, Any]]
+
+
+THINKING_KEY = "thinking"
+"""The history item key that holds a turn's :class:`Thinking` blocks."""
+
+ModelEvent = TextDelta | FunctionCallProgress | FunctionCallEvent | UsageEvent | Truncation | Thinking
 
 
 class ModelError(Exception):

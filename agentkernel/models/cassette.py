@@ -9,7 +9,8 @@ A cassette holds one line per model request::
                           without call ids>]},
      "events": [{"type": "text", "text": "…"}, {"type": "function_call", "call_id": "…", "name": "…",
                  "arguments": "…"}, {"type": "usage", "input_tokens": 12, "output_tokens": 3},
-                {"type": "truncated", "reason": "length"}],
+                {"type": "truncated", "reason": "length"},
+                {"type": "thinking", "blocks": [<Anthropic's thinking blocks>]}],
      "error": "…"}                     # only when the request failed (replayed as the same ModelError)
 
 The request part is a summary, not the request: a cassette never holds the system prompt (only a hash of it), an
@@ -43,6 +44,7 @@ from .base import (
     ModelEvent,
     ModelRequest,
     TextDelta,
+    Thinking,
     Truncation,
     UsageEvent,
     accepts_images,
@@ -126,6 +128,8 @@ def event_to_dict(event: ModelEvent) -> dict[str, Any]:
         return {"type": "usage", "input_tokens": event.input_tokens, "output_tokens": event.output_tokens, **extra}
     if isinstance(event, Truncation):
         return {"type": "truncated", "reason": event.reason}
+    if isinstance(event, Thinking):
+        return {"type": "thinking", "blocks": event.blocks}
     raise TypeError(f"not a model event: {event!r}")
 
 
@@ -140,6 +144,8 @@ def event_from_dict(data: dict[str, Any]) -> ModelEvent:
         return UsageEvent(**{f.name: data[f.name] for f in dataclasses.fields(UsageEvent) if f.name in data})
     if kind == "truncated":
         return Truncation(str(data.get("reason") or "incomplete"))
+    if kind == "thinking":
+        return Thinking(list(data.get("blocks") or []))
     raise ValueError(f"unknown cassette event type {kind!r}")
 
 

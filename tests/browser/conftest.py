@@ -1,6 +1,7 @@
 """Fixtures for the browser suite: one JupyterLab server and one Chromium for the module, one page per test.
 
-A module that sets ``FRONT_END = "notebook"`` gets a Notebook 7 server instead.
+A module that sets ``FRONT_END = "notebook"`` gets a Notebook 7 server instead; one that parametrizes
+``lab_server`` (indirect, module scope) with ``["lab", "notebook"]`` runs on both.
 
 The server and the browser are always stopped, also when a test or a fixture fails: each fixture ends them in a
 ``finally``. A failing test leaves a screenshot named ``FAILED-<test>.png`` in artifacts/browser/.
@@ -34,7 +35,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 @pytest.fixture(scope="module")
 def lab_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
-    front_end = getattr(request.module, "FRONT_END", "lab")
+    # A module picks its front end with FRONT_END, or runs on both with an indirect parametrize of lab_server.
+    front_end = getattr(request, "param", None) or getattr(request.module, "FRONT_END", "lab")
     pytest.importorskip(FRONT_ENDS[front_end])
     if not (os.path.exists(CHROMIUM) or shutil.which(CHROMIUM)):
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set AGENTKERNEL_CHROMIUM)")

@@ -28,6 +28,7 @@ import nbformat
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "artifacts" / "browser"
+LABEXTENSION = REPO / "agentkernel" / "labextension"  # the built front-end extension (jlpm build, pip install -e .)
 CHROMIUM = os.environ.get("AGENTKERNEL_CHROMIUM", "/usr/bin/chromium")
 # Without the background-networking flags Chromium keeps trying to reach Google on a closed network: slow, flaky.
 CHROMIUM_ARGS = [
@@ -134,6 +135,12 @@ def start_lab(root: Path, work: Path, *, front_end: str = "lab", timeout: float 
         json.dumps({"fetchNews": "false", "checkForUpdates": False}))
     for name in ("workspaces", "runtime", "config", "transcripts"):
         (work / name).mkdir(exist_ok=True)
+    # The checkout's front-end extension, as its kernels import the checkout's package (PYTHONPATH): served from a
+    # data directory first on JUPYTER_PATH, ahead of any copy a `pip install` put in the environment.
+    data = work / "jupyter-data"
+    (data / "labextensions").mkdir(parents=True, exist_ok=True)
+    if (LABEXTENSION / "package.json").exists() and not (data / "labextensions" / "agentkernel").exists():
+        (data / "labextensions" / "agentkernel").symlink_to(LABEXTENSION, target_is_directory=True)
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "AGENTKERNEL_NONINTERACTIVE")}
     env.update(
         AGENTKERNEL_TRANSCRIPTS=str(work / "transcripts"),
@@ -141,6 +148,7 @@ def start_lab(root: Path, work: Path, *, front_end: str = "lab", timeout: float 
         JUPYTERLAB_WORKSPACES_DIR=str(work / "workspaces"),
         JUPYTER_RUNTIME_DIR=str(work / "runtime"),
         JUPYTER_CONFIG_DIR=str(work / "config"),
+        JUPYTER_PATH=os.pathsep.join(filter(None, [str(data), os.environ.get("JUPYTER_PATH")])),
         PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
     )
     port, token = free_port(), secrets.token_hex(16)

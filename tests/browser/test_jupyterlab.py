@@ -71,7 +71,7 @@ plotter = ScriptedModel([Call("run_python", {"code": PLOT}), "Plotted."])''',
     ],
 }
 
-# The reference MCP server, as tests/mcp_servers.py finds it (scripts/test.sh installs it).
+# The reference MCP server, as tests/support/mcp_servers.py finds it (scripts/test.sh installs it).
 EVERYTHING = Path(__file__).parent.parent / "mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 
 OpenNotebook = Callable[[str], NotebookPage]

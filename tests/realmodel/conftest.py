@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "scripts"), str(ROOT / "tests")]  # llama_server (shared with the scripts), kernel_client
+sys.path.insert(0, str(ROOT / "scripts"))  # llama_server, shared with the scripts (tests/conftest.py adds support/)
 
 from llama_server import LlamaServer  # noqa: E402
 from realmodel_support import start_or_skip, wait_idle  # noqa: E402

@@ -1,6 +1,6 @@
 """``%%agent --api chat|responses --base-url ...`` in a real kernel against llama.cpp's server and a real model.
 
-The kernel is driven over ZMQ as a notebook front end drives it (``tests/kernel_client.py``). What is asserted
+The kernel is driven over ZMQ as a notebook front end drives it (``tests/support/kernel_client.py``). What is asserted
 holds for any model: statuses, the history invariant, Stop and ``--max-seconds`` cancelling the server's
 generation, and a replay (with the server stopped) equal to the recorded run. Never the tiny model's wording.
 """

@@ -1,7 +1,7 @@
 """The ``%%agent`` options table: help, line splitting, the merge order and bad values, in a real kernel.
 
 The first tests need no kernel (the splitting and the table itself); the rest drive one kernel for the module, as
-``tests/test_magic_kernel.py`` does, each starting from a fresh namespace with no agent environment variables.
+``tests/kernel/test_magic_kernel.py`` does, each starting from a fresh namespace with no agent environment variables.
 """
 
 from __future__ import annotations

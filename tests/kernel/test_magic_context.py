@@ -1,7 +1,7 @@
 """``%%agent --context-window N`` in a real kernel: a long run compacts its context instead of dying at the window.
 
-Driven over ZMQ with jupyter_client like tests/test_magic_kernel.py. The panel is read the way a front end reads it:
-each widget's state is rebuilt from its ``comm_open`` and the ``update`` comm messages that follow it.
+Driven over ZMQ with jupyter_client like tests/kernel/test_magic_kernel.py. The panel is read the way a front end
+reads it: each widget's state is rebuilt from its ``comm_open`` and the ``update`` comm messages that follow it.
 """
 
 from __future__ import annotations

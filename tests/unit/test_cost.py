@@ -1,5 +1,5 @@
 """Usage as the providers report it, cost (genai-prices or a given price) and the cost budget, through the real openai
-SDK against a loopback server with a prompt cache (tests/cache_server.py)."""
+SDK against a loopback server with a prompt cache (tests/support/cache_server.py)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ ADAPTERS = {"responses": OpenAIResponsesModel, "chat": OpenAIChatModel}
 
 
 def model(api: str, server: Any, name: str = MODEL, **options: Any) -> Any:
-    options.setdefault("provider", "openai")  # a stand-in for the OpenAI API: its prices apply
+    options.setdefault("price_provider", "openai")  # a stand-in for the OpenAI API: its prices apply
     return ADAPTERS[api](name, base_url=server.url, api_key=TEST_KEY, **options)
 
 
@@ -98,7 +98,7 @@ def test_each_run_sends_its_own_prompt_cache_key_to_openai_and_none_elsewhere():
     with CachingServer(reader(1)) as server:
         first = run_sync("go", model=model("responses", server), tools=[page])
         second = run_sync("go", model=model("chat", server), tools=[page])
-        local = run_sync("go", model=model("chat", server, "test-model", provider=None), tools=[page])
+        local = run_sync("go", model=model("chat", server, "test-model", price_provider=None), tools=[page])
     keys = [m.received.body.get("prompt_cache_key") for m in server.measured]
     assert keys == [first.run_id] * 2 + [second.run_id] * 2 + [None] * 2
     assert first.run_id != second.run_id
@@ -108,7 +108,7 @@ def test_each_run_sends_its_own_prompt_cache_key_to_openai_and_none_elsewhere():
 
 def test_a_model_genai_prices_does_not_know_costs_unknown_and_a_given_price_applies():
     with CachingServer(reader(2), cache=False) as server:
-        unknown = model("responses", server, "my-finetune", provider=None)
+        unknown = model("responses", server, "my-finetune", price_provider=None)
         assert catalog_price(unknown) is None
         assert run_sync("go", model=unknown, tools=[page]).usage.cost is None
         price = Price(2.0, 8.0, 0.5)
@@ -133,7 +133,7 @@ def test_price_arithmetic_and_parsing():
 
 def test_max_cost_without_a_price_fails_at_once_naming_price():
     with CachingServer(reader(1)) as server:
-        unknown = model("responses", server, "my-finetune", provider=None)
+        unknown = model("responses", server, "my-finetune", price_provider=None)
         with pytest.raises(AgentConfigError, match=r"--max-cost needs a price.*'my-finetune'.*--price IN,OUT"):
             run_sync("go", model=unknown, limits=Limits(max_cost=0.01))
     assert server.requests == []
@@ -144,7 +144,7 @@ def test_max_cost_stops_before_a_request_it_cannot_afford(api: str):
     price = Price(10.0, 10.0)  # USD per million tokens, input and output alike
     budget = 0.05
     with CachingServer(reader(100), cache=False) as server:
-        result = run_sync("go", model=model(api, server, provider=None), tools=[page], price=price,
+        result = run_sync("go", model=model(api, server, price_provider=None), tools=[page], price=price,
                           limits=Limits(max_cost=budget), system=SYSTEM)
     assert result.status == "hit_cost_cap", result.summary
     assert result.detail.startswith(f"spent ${result.usage.cost:.4f} of a budget of $0.0500; the next request")
@@ -168,7 +168,7 @@ def test_max_cost_lowers_each_output_cap_to_what_is_left_and_never_overshoots(ap
 
     budget = 0.5
     with CachingServer(reply, cache=False) as server:
-        result = run_sync("write an essay", model=model(api, server, provider=None, max_output_tokens=4000),
+        result = run_sync("write an essay", model=model(api, server, price_provider=None, max_output_tokens=4000),
                           price=price, limits=Limits(max_cost=budget))
     assert result.status == "hit_cost_cap", result.summary
     assert "the last response was cut where the budget ended" in result.detail
@@ -187,7 +187,7 @@ def test_max_cost_prices_the_input_before_the_first_count_with_room_for_the_toke
     with CachingServer(reader(1), cache=False) as server:
         tokens = prompt_tokens({"instructions": SYSTEM, "input": [{"type": "message", "role": "user",
                                                                     "content": "go"}], "tools": []})
-        result = run_sync("go", model=model("responses", server, provider=None), price=price, system=SYSTEM,
+        result = run_sync("go", model=model("responses", server, price_provider=None), price=price, system=SYSTEM,
                           limits=Limits(max_cost=price.cost(UsageEvent(tokens, 0)) * 1.1))
     # The server counts 3 characters a token, the client 4: at 1.5 times its estimate the request is not made.
     assert result.status == "hit_cost_cap" and server.measured == []
@@ -201,7 +201,7 @@ def test_a_response_cut_by_stop_counts_with_estimated_usage():
 
         async def main() -> Any:
             asyncio.get_running_loop().call_later(0.4, stop.set, "stopped")
-            return await run("go", model=model("responses", server, provider=None), stop=stop,
+            return await run("go", model=model("responses", server, price_provider=None), stop=stop,
                              price=Price(1.0, 1.0))
 
         result = asyncio.run(main())
@@ -284,7 +284,7 @@ assert catalog_price(OpenAIChatModel("gpt-4.1-mini")).provider_id == "openai"
 """
     from pathlib import Path
 
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60, cwd=Path(__file__).parents[1])
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60, cwd=Path(__file__).parents[2])
 
 
 def test_a_cassette_keeps_the_cache_and_reasoning_fields():
@@ -317,7 +317,7 @@ def test_the_adapters_read_cached_and_reasoning_tokens(api: str):
 def test_the_cost_budget_holds_across_compactions():
     price = Price(10.0, 10.0)
     with CachingServer(reader(200), window=6000) as server:
-        result = run_sync("go", model=model("chat", server, provider=None), tools=[page], price=price,
+        result = run_sync("go", model=model("chat", server, price_provider=None), tools=[page], price=price,
                           context_window=6000, limits=Limits(max_cost=2.0))
     assert result.status == "hit_cost_cap", result.summary
     assert result.compactions >= 2 and not server.refused()

@@ -3,13 +3,16 @@
 The venv is a plain one (no ``--system-site-packages``): the wheel's dependencies come from the package index, so a
 dependency missing from pyproject.toml, or a file missing from the wheel, fails here. Its kernel, started without
 this checkout on ``PYTHONPATH`` and outside it, runs ``%load_ext agentkernel`` and a scripted ``%%agent`` run. Every
-extra declared in pyproject.toml must resolve (``pip install --dry-run "agentkernel[extra,...]"``).
+extra declared in pyproject.toml must resolve (``pip install --dry-run "agentkernel[extra,...]"``). The wheel carries
+the prebuilt front-end extension (share/jupyter/labextensions/agentkernel), which JupyterLab, installed into the venv
+last, lists as enabled with no further step.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -23,7 +26,7 @@ from packaging.utils import canonicalize_name
 
 pytestmark = pytest.mark.wheel
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 EXTRAS: dict[str, list[str]] = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
 KERNEL = "agentkernel-wheel-check"
 
@@ -87,6 +90,22 @@ def test_the_wheel_holds_the_package_and_no_tests(wheel: Path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "agentkernel/jupyter/magics.py" in names and "agentkernel/models/scripted.py" in names
     assert not [n for n in names if n.startswith(("tests/", "notebooks/", "benchmarks/"))]
+    assert not [n for n in names if n.startswith(("src/", "node_modules/", "agentkernel/labextension/"))]
+
+
+def test_the_wheel_holds_the_prebuilt_front_end_extension(wheel: Path):
+    import zipfile
+
+    archive = zipfile.ZipFile(wheel)
+    data = f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.data/data/"  # installed under sys.prefix
+    extension = data + "share/jupyter/labextensions/agentkernel/"
+    names = archive.namelist()
+    assert extension + "package.json" in names and extension + "install.json" in names, names
+    assert [n for n in names if n.startswith(extension + "static/remoteEntry.")], names
+    built = json.loads(archive.read(extension + "package.json"))
+    assert built["name"] == "agentkernel" and built["jupyterlab"]["_build"]["load"].startswith("static/")
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert built["version"] == project["version"], "package.json and pyproject.toml name different versions"
 
 
 def test_the_installed_wheel_runs_a_scripted_agent_cell(kernel: KernelSession, venv: Path):
@@ -111,3 +130,17 @@ def test_every_extra_resolves(venv: Path, wheel: Path, tmp_path: Path):
     for extra, requirements in EXTRAS.items():
         wanted = {canonicalize_name(Requirement(r).name) for r in requirements}
         assert wanted <= resolved, f"agentkernel[{extra}]: {sorted(wanted - resolved)} did not resolve"
+
+
+# Last in the module: it installs JupyterLab into the venv, which the tests above use as the wheel left it.
+def test_jupyterlab_finds_the_extension_enabled_after_a_plain_install(venv: Path):
+    run([venv / "bin" / "python", "-m", "pip", "install", "--quiet", "jupyterlab"], timeout=900)
+    env = {**venv_env(), "PATH": os.pathsep.join([str(venv / "bin"), os.environ.get("PATH", "")])}
+    for name in ("JUPYTER_PATH", "JUPYTER_DATA_DIR", "JUPYTER_CONFIG_DIR"):  # only the venv's own directories
+        env.pop(name, None)
+    result = subprocess.run([venv / "bin" / "jupyter", "labextension", "list"], capture_output=True, text=True,
+                            timeout=120, env=env)
+    listing = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout + result.stderr)  # without the colours
+    assert result.returncode == 0, listing
+    assert re.search(r"^\s*agentkernel v\S+ enabled OK \(python, agentkernel\)$", listing, re.M), listing
+    assert str(venv / "share" / "jupyter" / "labextensions") in listing, listing

@@ -519,3 +519,29 @@ def lookup_tool() -> Any:
         return f"{word} means something"
 
     return lookup
+
+
+class StopAfterText:
+    """An ``on_event`` listener that presses ``stop`` ``delay`` seconds after the first streamed text; ``stopped_at``
+    is when it did (``time.monotonic()``). ``cancel()`` drops a press still pending."""
+
+    def __init__(self, stop: Any, delay: float = 0.3):
+        self.stop = stop
+        self.delay = delay
+        self.stopped_at: float | None = None
+        self._timer: threading.Timer | None = None
+
+    def __call__(self, event: object) -> None:
+        from agentkernel.models import TextDelta
+
+        if isinstance(event, TextDelta) and self._timer is None:
+            self._timer = threading.Timer(self.delay, self._press)
+            self._timer.start()
+
+    def _press(self) -> None:
+        self.stopped_at = time.monotonic()
+        self.stop.set()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "agentkernel"
+PACKAGE = Path(__file__).resolve().parents[2] / "agentkernel"
 SDKS = ("openai", "anthropic", "mcp", "genai_prices")
 
 

@@ -23,7 +23,7 @@ from runtime_helpers import outputs, run_sync
 from agentkernel import Call, Decision, LoopResult, ModelRequest, ScriptedModel, ToolCall, Turn, tool, validate_history
 from agentkernel.text import normalize_arguments, pretty_arguments, short_arguments
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def run_guarded(prompt: str, **options: Any) -> LoopResult:

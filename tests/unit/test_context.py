@@ -1,7 +1,7 @@
 """The context window: the model's view of the history is compacted instead of the run dying at the window.
 
 In-process tests of agentkernel/context.py and the loop's use of it; the same behaviours against a real HTTP server
-that enforces a window (through the openai SDK) are in tests/test_context_server.py.
+that enforces a window (through the openai SDK) are in tests/unit/test_context_server.py.
 """
 
 from __future__ import annotations

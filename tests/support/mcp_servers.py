@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-EVERYTHING = Path(__file__).parent / "mcp" / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" \
-    / "index.js"
+EVERYTHING = (Path(__file__).parents[1] / "mcp" / "node_modules" / "@modelcontextprotocol" / "server-everything"
+              / "dist" / "index.js")
 TZ_CALL = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
 
 

@@ -17,7 +17,7 @@ import pytest
 
 papermill = pytest.importorskip("papermill")
 
-JOB = Path(__file__).parent / "jobs" / "guard_stop_job.ipynb"
+JOB = Path(__file__).parents[1] / "jobs" / "guard_stop_job.ipynb"
 AGENT_CELL = 3  # the job's %%agent cell (after a Markdown cell, the parameters and the setup)
 
 

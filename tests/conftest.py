@@ -1,0 +1,11 @@
+"""The test tree: ``unit/`` runs in this process (fake HTTP servers and MCP servers it starts included),
+``kernel/`` starts real kernels through jupyter_client, nbclient or papermill, ``browser/`` drives JupyterLab and
+Notebook 7 in Chromium (marker ``browser``), ``realmodel/`` runs llama.cpp's server with a small real model
+(marker ``realmodel``). ``support/`` holds what they share (the kernel client, the fake OpenAI server, the MCP
+servers), put on ``sys.path`` here; ``jobs/`` and ``mcp/`` are inputs (papermill notebooks, the npm MCP server).
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent / "support"))
