@@ -28,6 +28,7 @@ _HOMES = {
     ".tools": ("Decision", "Tool", "ToolCall", "ToolOutput", "tool"),
     ".usage": ("Limits", "Usage"),
 }
+_MODULES = ("secrets",)
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = sorted(_HOME_OF) + ["__version__"]
@@ -35,6 +36,8 @@ __all__ = sorted(_HOME_OF) + ["__version__"]
 
 def __getattr__(name: str) -> Any:
     module = _HOME_OF.get(name)
+    if name in _MODULES:  # agentkernel.secrets.add(...) without importing the module first
+        return importlib.import_module(f".{name}", __name__)
     if module is None:
         raise AttributeError(f"module 'agentkernel' has no attribute {name!r}")
     value = getattr(importlib.import_module(module, __name__), name)

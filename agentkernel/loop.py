@@ -50,6 +50,7 @@ from .record import history as h
 from .record.context import CONTEXT_FRAME, Compaction, ContextView, estimate, item_tokens
 from .record.transcript import Transcript, transcript_dir
 from .result import LoopResult
+from .secrets import KERNEL, MARKER_START, SECRETS_FRAME
 from .stop import StopSignal
 from .text import valid_text
 from .tools import Approver, Tool, ToolCall, ToolResult, ToolRunner, as_registry
@@ -127,6 +128,8 @@ class AgentLoop:
         self.schemas = [t.schema() for t in self.tools.values()]  # the same for every request
         self.system = DEFAULT_SYSTEM_PROMPT if system is None else system
         self.history: list[h.Item] = h.repair_history(history or [])
+        # Has the model been shown a secret's marker? From then on the system prompt says what one is.
+        self.shows_secrets = any(_shows_secret(item) for item in self.history)
         # What each request carries: the history, compacted when it outgrows the window (see context.py).
         self.context = ContextView(
             self.history, window=context_window, reserve=getattr(model, "max_output_tokens", None),
@@ -191,6 +194,7 @@ class AgentLoop:
 
     async def _run(self, prompt: str | None) -> LoopResult:
         self.emit(RunStarted, self.run_id, getattr(self.model, "name", type(self.model).__name__))
+        KERNEL.refresh()  # the secret set as the run starts (the runner keeps it current after each tool)
         discover = getattr(self.model, "discover_context_window", None)
         if self.context.window is None and discover is not None:
             self.context.window = await discover()
@@ -270,11 +274,14 @@ class AgentLoop:
         """The system prompt as sent: once the view has been compacted, it tells the model how (``CONTEXT_FRAME``).
 
         Not before: a run that never compacts sends the system prompt it was given, so its prompt (and a server's
-        cache of it, and a recorded cassette) is what it would be without a window.
+        cache of it, and a recorded cassette) is what it would be without a window. Likewise, once the history shows
+        the model a secret's marker (``[secret $NAME]``, see :mod:`agentkernel.secrets`) the prompt says
+        what one is (``SECRETS_FRAME``); a run that shows none sends its prompt unchanged.
         """
-        if not self.compactions:
+        if not (self.compactions or self.shows_secrets):
             return self.system
-        return f"{self.system}\n\n{CONTEXT_FRAME}" if self.system else CONTEXT_FRAME
+        frames = [CONTEXT_FRAME] * bool(self.compactions) + [SECRETS_FRAME] * self.shows_secrets
+        return "\n\n".join([self.system, *frames] if self.system else frames)
 
     async def _sample(self, cap: int | None = None) -> Response:
         self.context.sent()
@@ -493,6 +500,7 @@ class AgentLoop:
 
     def commit(self, item: h.Item) -> None:
         item = h.valid_item(item)
+        self.shows_secrets = self.shows_secrets or _shows_secret(item)
         self.history.append(item)
         self.context.append(item)
         if self.transcript:
@@ -558,6 +566,12 @@ class AgentLoop:
         """Tell the listener (if any) ``kind(*fields)``; the event is only built when someone listens."""
         if self.on_event is not None:
             self.on_event(kind(*fields))
+
+
+def _shows_secret(item: h.Item) -> bool:
+    """Whether a user message or a tool output shows the model a secret's marker."""
+    text = item.get("output") if item.get("type") == "function_call_output" else item.get("content")
+    return isinstance(text, str) and MARKER_START in text
 
 
 async def run(prompt: str | None, *, model: Model, **options: Any) -> LoopResult:

@@ -34,6 +34,7 @@ from ..models.providers import resolve, split_model
 from ..pricing import parse_price
 from ..record.transcript import load_transcript
 from ..result import LoopResult
+from ..secrets import KERNEL, MIN_SECRET_CHARS, SecretSet, marker
 from ..stop import StopSignal
 from ..tools import Approver, Tool, tool
 from ..tools.files import FILE_TOOL_NAMES, file_tools
@@ -98,6 +99,7 @@ class AgentMagics(Magics):
     def __init__(self, shell: Any = None, **kwargs: Any):
         super().__init__(shell, **kwargs)
         self.mcp_servers = KernelServers()
+        self.noted: set[tuple[str, str | None]] = set()
 
     # -- the magic -------------------------------------------------------------------------------------------
 
@@ -155,6 +157,41 @@ class AgentMagics(Magics):
             if run.loop.result is not None:
                 self.publish(run, run.loop.result)
         self.finish(run)
+
+    @line_magic
+    def agent_secret(self, line: str) -> None:
+        """Keep the value of an environment variable or notebook variable from the model: ``%agent_secret NAME``
+        (several names may follow). The model, the panel, transcripts and cassettes see ``[secret $NAME]``; the
+        value stays usable by name in the kernel. Alone, ``%agent_secret`` lists the names kept secret (never the
+        values)."""
+        names = line.split()
+        if not names:
+            secret_env = self.parse("", None)[0].secret_env
+            self.note_short(secret_env)
+            secrets = KERNEL.configure(env_names=secret_env)
+            listed = ", ".join(sorted(secrets.names)) or "none"
+            print(f"secrets kept from the model ({len(secrets.names)}): {listed}")
+            return
+        for name in names:
+            print(self.name_secret(name))
+
+    def name_secret(self, name: str) -> str:
+        """Add the environment or notebook variable ``name`` to the kernel's secrets; what became of it."""
+        if name in os.environ:
+            value: object = os.environ[name]
+            read: Callable[[], object] = lambda: os.environ.get(name)  # noqa: E731 - read again at each run
+            where = "environment variable"
+        elif name in self.user_ns:
+            value, read, where = self.user_ns[name], lambda: self.user_ns.get(name), "notebook variable"
+        else:
+            raise UsageError(f"%agent_secret {name}: there is no environment variable or notebook variable {name}")
+        if not isinstance(value, str):
+            raise UsageError(f"%agent_secret {name}: the {where} {name} is a {type(value).__name__}, not a string")
+        KERNEL.name(name, read)
+        if len(value) < MIN_SECRET_CHARS:
+            return (f"the {where} {name} is shorter than {MIN_SECRET_CHARS} characters: it is not treated as a "
+                    "secret (it would be replaced wherever those characters occur)")
+        return f"the {where} {name} is kept secret: the model sees {marker(name)}"
 
     @line_magic
     def agent_mcp(self, line: str) -> None:
@@ -219,9 +256,11 @@ class AgentMagics(Magics):
             max_consecutive_failures=options.failure_rounds,
             text_repeats=options.text_repeats,
         )
-        if options.expand:
-            prompt = self.expand(prompt)
         model = self.resolve_model(options)
+        secrets = KERNEL.configure(keys=self.configured_keys(options, model), env_names=options.secret_env)
+        self.note_short(options.secret_env)
+        if options.expand:
+            prompt = self.expand(prompt, secrets)
         model_images = accepts_images(model) if options.images is None else options.images
         kernel = KernelTools(self.shell, images=model_images)
         tools = self.resolve_tools(options, kernel, mcp_tools(servers or {}, set(), model_images))
@@ -249,13 +288,46 @@ class AgentMagics(Magics):
         return CellRun(loop=loop, panel=panel, record=record, prompt=prompt, out=options.out, kernel=kernel,
                        cells=options.cells)
 
-    def expand(self, prompt: str) -> str:
+    def expand(self, prompt: str, secrets: SecretSet | None = None) -> str:
         """``{expression}`` and ``$name`` replaced by IPython's rules for magic lines; a prompt with a field that does
-        not evaluate (JSON, say) is left as written."""
+        not evaluate (JSON, say) is left as written. A secret the expanded prompt holds is sent as its marker, and
+        a line in the cell says so."""
         assert self.shell is not None, "AgentMagics is used inside an IPython shell"
         # var_expand also reads the locals of the frame `depth` levels up; past the top of the stack there is none,
         # so only the user namespace counts, as for a magic line at the top level of a cell.
-        return str(self.shell.var_expand(prompt, depth=sys.getrecursionlimit()))
+        expanded = str(self.shell.var_expand(prompt, depth=sys.getrecursionlimit()))
+        redacted = (secrets or KERNEL.current).redact(expanded, shapes=False)
+        if redacted != expanded:
+            shown = [name for name in (secrets or KERNEL.current).names if marker(name) in redacted]
+            print(f"agentkernel: the prompt holds the secret {', '.join('$' + n for n in shown)}: the model is sent "
+                  f"{', '.join(marker(n) for n in shown)} instead, and its code can use the value by name")
+        return redacted
+
+    def configured_keys(self, options: AgentOptions, model: Model) -> dict[str, str]:
+        """The keys of the run's model and of the configured MCP entries, by name (for the kernel's secret set)."""
+        from ..models.cassette import model_secrets
+
+        keys = {f"MODEL_KEY{'_' * bool(i)}{i or ''}": key
+                for i, key in enumerate(model_secrets(getattr(model, "inner", model)))}
+        # Only when there is a configuration (.mcp.json is mcp.config's CONFIG_FILE): reading one loads pydantic.
+        if options.mcp_config or os.path.isfile(".mcp.json"):
+            from ..mcp.config import load_config
+
+            try:
+                keys.update(load_config(options.mcp_config or None).secrets())
+            except AgentConfigError:  # a broken configuration: --mcp reports it when it is used
+                pass
+        return keys
+
+    def note_short(self, names: list[str]) -> None:
+        """Say (once per name and value) that a ``secret_env`` name is unset or too short to be kept secret."""
+        for name in names:
+            value = os.environ.get(name)
+            if value is not None and len(value) >= MIN_SECRET_CHARS or (name, value) in self.noted:
+                continue
+            self.noted.add((name, value))
+            why = "is not set" if value is None else f"is shorter than {MIN_SECRET_CHARS} characters"
+            print(f"agentkernel: secret_env names {name}, which {why}: it is not treated as a secret")
 
     def resolve_model(self, options: AgentOptions) -> Model:
         if options.replay and options.record:
@@ -315,7 +387,8 @@ class AgentMagics(Magics):
                       servers: dict[str, list[Tool]] | None = None) -> list[Tool]:
         """The run's tools: ``--tools`` (built-ins, the notebook's, MCP servers and their tools by name) and every
         tool of the ``--mcp`` servers; ``servers`` holds the started MCP servers' tools by server name."""
-        available = {t.name: t for t in [*file_tools(options.root or None), *kernel.tools]}
+        files = file_tools(options.root or None, allow_secret_files=options.allow_secret_files)
+        available = {t.name: t for t in [*files, *kernel.tools]}
         servers = servers or {}
         served = {t.name: t for server_tools in servers.values() for t in server_tools}
         tools: list[Tool] = []

@@ -160,6 +160,12 @@ class AgentOptions:
     root: str = option("", "--root", group="tools", metavar="DIR",
                        help="the only folder the built-in file tools may read", shown="the working directory")
     allow_writes: bool = option(False, "--allow-writes", group="tools", help="run side-effecting tools without asking")
+    allow_secret_files: bool = option(False, "--allow-secret-files", group="tools",
+                                      help="let read_file and search_text read .env, *.pem, *.key, SSH keys, .netrc "
+                                           "and other credential files (their secrets are still redacted)")
+    secret_env: list[str] = option([], group="tools",
+                                   help="environment variables whose values are kept from the model as secrets, "
+                                        "beside those whose names say so (GITHUB_TOKEN, PGPASSWORD, ...)")
     approval_timeout: float = option(300.0, group="tools",
                                      help="seconds to wait for Approve / Deny before denying (0: wait for ever)")
     cells: bool = option(False, "--cells", group="tools",

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import AgentConfigError
+from ..secrets import is_secret_name
 
 CONFIG_ENV = "AGENTKERNEL_MCP_CONFIG"
 CONFIG_FILE = ".mcp.json"
@@ -77,6 +78,18 @@ class MCPConfig:
     @property
     def source(self) -> str:
         return str(self.path) if self.path is not None else "the MCP configuration"
+
+    def secrets(self) -> dict[str, str]:
+        """The keys the entries hold, by name: every header value (a ``Bearer`` token without its scheme) and the
+        environment values whose names mark them as secrets (see :func:`agentkernel.secrets.is_secret_name`)."""
+        found: dict[str, str] = {}
+        for server, entry in self.servers.items():
+            for header, value in entry.headers.items():
+                scheme, _, token = value.partition(" ")
+                bare = token if token and scheme.lower() in ("bearer", "basic", "token") else value
+                found[f"{server}.{header}"] = bare
+            found.update({name: value for name, value in entry.env.items() if is_secret_name(name)})
+        return found
 
     def entry(self, name: str) -> ServerEntry:
         """The entry of server ``name``; AgentConfigError naming the file and the servers it has."""

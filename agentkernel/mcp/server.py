@@ -26,7 +26,6 @@ from pydantic import create_model
 from .._version import __version__
 from ..errors import AgentConfigError
 from ..record.images import images_for_model
-from ..redact import known_secrets, redact_text
 from ..tools import Display, Tool, ToolError, ToolOutput
 from ..tools.schemas import Arguments
 from .config import MCPConfig, ServerEntry, load_config, parse_config
@@ -276,16 +275,15 @@ class MCPServer:
             result = await self.call(listed.name, arguments)
             displays = [Display({image.mime: image.data, "text/plain": image.note}) for image in result.images]
             if result.is_error:
-                raise MCPToolError(redact_text(result.text, known_secrets()), displays)
+                raise MCPToolError(result.text, displays)
             if not (model_images and result.images):
-                text = redact_text(result.text, known_secrets())
-                return ToolOutput(text, displays=displays) if displays else text
+                return ToolOutput(result.text, displays=displays) if displays else result.text
             # A large image is downscaled, which takes a while: not on the event loop.
             sent, notes = await asyncio.to_thread(images_for_model, [(i.mime, i.data) for i in result.images])
             text = result.text
             for image, note in zip(result.images, notes, strict=True):
                 text = text.replace(image.note, f"{image.note[:-1]}, {note}]", 1)
-            return ToolOutput(redact_text(text, known_secrets()), sent, displays)
+            return ToolOutput(text, sent, displays)
 
         call.__name__ = call.__qualname__ = name
         description = listed.description or listed.title or f"the tool {listed.name} of MCP server {self.name}"

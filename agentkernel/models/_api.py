@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from ..record.history import Item
-from ..redact import known_secrets, redact_text
+from ..secrets import MIN_SECRET_CHARS, redact_text
 from ..text import short
 from .base import ContextOverflowError, ModelError, ModelRequest
 from .overflow import overflow_numbers
@@ -159,7 +159,8 @@ class ApiModel:
         client_key = getattr(self._client, "api_key", None) if self._client is not None else None
         named = os.environ.get(self._api_key_env) if self._api_key_env else None
         own = os.environ.get(self.provider.key_env) if self.provider.key_env else None
-        return [k for k in known_secrets(self._api_key, named, own, client_key) if k != LOCAL_PLACEHOLDER_KEY]
+        keys = (self._api_key, named, own, client_key)
+        return [k for k in dict.fromkeys(keys) if k and len(k) >= MIN_SECRET_CHARS and k != LOCAL_PLACEHOLDER_KEY]
 
     def _redact(self, text: str) -> str:
         return redact_text(text, self.secrets())

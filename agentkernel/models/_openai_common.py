@@ -7,7 +7,7 @@ import os
 
 import openai
 
-from ..redact import without_credentials
+from ..secrets import without_credentials
 from ._api import ApiModel, InputCache
 from .providers import OPENAI, Provider, same_url
 

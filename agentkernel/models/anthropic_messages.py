@@ -20,7 +20,7 @@ from anthropic.types import (
 )
 
 from ..record.history import Item
-from ..redact import without_credentials
+from ..secrets import without_credentials
 from ._api import ApiModel, InputCache
 from .base import (
     THINKING_KEY,

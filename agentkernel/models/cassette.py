@@ -14,7 +14,8 @@ A cassette holds one line per model request::
      "error": "…"}                     # only when the request failed (replayed as the same ModelError)
 
 The request part is a summary, not the request: a cassette never holds the system prompt (only a hash of it), an
-API key or any header, and a known key that shows up in a tool output is redacted. A tool output's images are
+API key or any header, and no value of the kernel's secret set (:mod:`agentkernel.secrets`): each is recorded
+as its marker, ``[secret $NAME]``, so a replay in a kernel holding another value matches. A tool output's images are
 recorded as references (``{"media_type", "width", "height", "bytes", "sha256"}``); a replay checks their type and
 size, not their bytes. Cassettes written before ``system`` and ``schemas`` were recorded replay as before, without
 those two checks.
@@ -33,7 +34,7 @@ from typing import Any
 
 from ..record.history import Item
 from ..record.images import image_reference
-from ..redact import known_secrets, redact
+from ..secrets import redact
 from ..text import json_line, short
 from .base import (
     ContextOverflowError,
@@ -52,9 +53,9 @@ from .base import (
 
 
 def model_secrets(model: object) -> list[str]:
-    """The keys a model may use: its own (an OpenAI adapter's ``secrets()``) and ``OPENAI_API_KEY``."""
+    """The keys a model may use beside the kernel's secret set: its own (an OpenAI adapter's ``secrets()``)."""
     own = getattr(model, "secrets", None)
-    return known_secrets(*(own() if callable(own) else ()))
+    return list(own()) if callable(own) else []
 
 
 def _summary_item(item: Item) -> Item:
@@ -84,13 +85,14 @@ def unseen_items(history: list[Item]) -> list[Item]:
     return history[start:]
 
 
-def summarize_request(request: ModelRequest, secrets: Sequence[str] = ()) -> dict[str, Any]:
+def summarize_request(request: ModelRequest, also: Sequence[str] = ()) -> dict[str, Any]:
     """What a cassette records of a request: enough to notice a replay going off script, nothing secret.
 
     ``fingerprint`` is a hash of the whole history with call ids left out (they differ between runs of a real
-    model); ``last`` is the part of the history the model is answering.
+    model); ``last`` is the part of the history the model is answering. The kernel's secrets and the keys ``also``
+    are recorded as their markers.
     """
-    history = redact([_summary_item(item) for item in request.history], list(secrets))
+    history = redact([_summary_item(item) for item in request.history], also)
     tail = len(unseen_items(request.history))
     schemas = {_tool_name(t): _digest(t) for t in request.tools}
     return {
@@ -263,7 +265,7 @@ class ReplayModel:
         exchange = self.exchanges[self.requests]
         self.requests += 1
         if self.strict:
-            differences = compare_requests(exchange.get("request", {}), summarize_request(request, known_secrets()))
+            differences = compare_requests(exchange.get("request", {}), summarize_request(request))
             if differences:
                 raise ModelError(f"request {number} does not match the cassette {self.path.name}: "
                                  + "; ".join(differences))

@@ -9,6 +9,7 @@ import warnings
 from pathlib import Path
 from typing import IO, Any
 
+from ..secrets import redact
 from ..text import json_line
 from .history import Item, repair_history
 from .images import image_reference
@@ -26,7 +27,8 @@ class Transcript:
     ``{"event": "finish", ...}`` last, so a kernel that dies loses nothing committed before it died. A tool
     output's images are written as references (type, size, bytes, sha256; see
     :func:`~agentkernel.record.images.image_reference`), not their data. Text that UTF-8 cannot encode (lone surrogates)
-    is written as JSON escapes. A write that fails (a full disk, a removed directory) warns once and ends the
+    is written as JSON escapes. No value of the kernel's secret set is written: each is its marker
+    (see :mod:`agentkernel.secrets`). A write that fails (a full disk, a removed directory) warns once and ends the
     transcript, never the run; ``error`` says why.
     """
 
@@ -42,7 +44,7 @@ class Transcript:
         if self._file is None:
             return
         try:
-            self._file.write(json_line(record) + "\n")
+            self._file.write(json_line(redact(record)) + "\n")
             self._file.flush()
         except (OSError, ValueError) as e:  # ValueError: a value JSON cannot hold
             self.error = f"cannot write the transcript {self.path}: {e}"

@@ -57,6 +57,10 @@ READ_CHUNK_BYTES = 1 << 20
 READ_PART_BYTES = 4 * MAX_OUTPUT_CHARS
 """The most bytes read_file takes from a big file after the offset: a full output even if every character
 takes 4 bytes."""
+SECRET_FILE_NAMES = frozenset({".env", ".netrc", "_netrc", ".pgpass", ".git-credentials"})
+SECRET_FILE_SUFFIXES = (".pem", ".key")
+_SSH_KEY = re.compile(r"id_(?:rsa|dsa|ecdsa|ed25519|ecdsa_sk|ed25519_sk|xmss)\b.*")
+_CLOUD_CREDENTIALS = frozenset({"credentials", "credentials.json", "application_default_credentials.json"})
 SKIPPED_DIRS = ("__pycache__",)
 """Directories search_text does not enter, besides hidden ones (.git, .venv, ...)."""
 
@@ -85,12 +89,15 @@ class PathPolicy:
     whose target is outside it, paths with NUL bytes, binary files (a NUL byte in the first 8 KiB, or not
     valid UTF-8), and whole reads of files over ``max_file_bytes``. A relative path starting with
     ``agentkernel/`` that does not exist under the root is looked up in the installed package, with the
-    same checks against the package directory. One search stops after ``search_seconds``.
+    same checks against the package directory. One search stops after ``search_seconds``. Well-known secret files
+    (:func:`is_secret_file`: ``.env``, keys, ``.netrc``, cloud credentials) are listed but neither read nor
+    searched unless ``allow_secret_files``.
     """
 
     def __init__(self, root: str | os.PathLike[str] | None = None, *, max_file_bytes: int = MAX_FILE_BYTES,
-                 search_seconds: float = SEARCH_SECONDS):
+                 search_seconds: float = SEARCH_SECONDS, allow_secret_files: bool = False):
         self._root = Path(root).resolve() if root is not None else None
+        self.allow_secret_files = allow_secret_files
         self.max_file_bytes = max_file_bytes
         self.search_seconds = search_seconds
 
@@ -130,6 +137,13 @@ class PathPolicy:
             raise PermissionError(f"path {path!r} is outside the project root")
         raise FileNotFoundError(f"no such file or directory: {path!r}")
 
+    def _refuse_secrets(self, located: _Located, tool: str, given: str) -> None:
+        """Raise if the file is a well-known secret file (by its own name or by its target's) and those are off."""
+        if not self.allow_secret_files and (_holds_secrets(located.path) or is_secret_file(Path(given))):
+            done = "searched" if tool == "search_text" else "read"
+            raise PermissionError(f"{tool}: {located.show()} holds secrets and is not {done}; the model may use its "
+                                  "variables by name")
+
     def _read_text(self, located: _Located) -> str:
         """A regular file's text if it is small enough; raise with the reason otherwise."""
         shown = located.show()
@@ -166,6 +180,8 @@ class PathPolicy:
             raise ValueError("limit must be at least 1")
         first = max(offset or 1, 1)
         located = self._locate(path)
+        if located.path.is_file():
+            self._refuse_secrets(located, "read_file", path)
         shown = located.show()
         partial = offset is not None or limit is not None
         if partial and located.path.is_file() and located.path.stat().st_size > self.max_file_bytes:
@@ -230,8 +246,13 @@ class PathPolicy:
         explicit = not located.path.is_dir()
         if explicit and not located.path.is_file():
             raise ValueError(f"{located.show()!r} is not a regular file")
+        if explicit:
+            self._refuse_secrets(located, "search_text", path)
         deadline = time.monotonic() + self.search_seconds  # listing the files counts against the limit too
         files = [located.path] if explicit else self._listed(located, deadline, cancelled)
+        secret = [] if explicit or self.allow_secret_files else [f for f in files if _holds_secrets(f)]
+        if secret:
+            files = [f for f in files if f not in secret]
         if time.monotonic() >= deadline:
             return (f"[search stopped at its {self.search_seconds:g}-second limit while listing the files under "
                     f"{located.show()!r} ({len(files):,} so far), before searching any: narrow the path]")
@@ -251,6 +272,10 @@ class PathPolicy:
             lines.append(f"[showing the first {len(kept)} matches; narrow the pattern or the path for more]")
         if found.skipped:
             lines.append(f"[skipped {len(found.skipped)} binary, oversized or unreadable files]")
+        if secret:
+            names = ", ".join(located.show(f) for f in secret[:5]) + ", ..." * (len(secret) > 5)
+            lines.append(f"[not searched: {len(secret)} files that hold secrets ({names}); the model may use their "
+                         "variables by name]")
         if found.timed_out:
             at = found.reached
             where = f" in {shown[at]!r} (file {at + 1} of {len(files)})" if at >= 0 else ""
@@ -281,6 +306,30 @@ class PathPolicy:
                 except (OSError, RuntimeError):  # a symlink loop: nothing to read there
                     continue
                 yield file
+
+
+def is_secret_file(path: Path) -> bool:
+    """Whether a file is one that well-known tools keep credentials in: ``.env`` and ``.env.*``, ``*.pem``,
+    ``*.key``, private SSH keys (``id_rsa``, ``id_ed25519``, ... and any ``id_*`` under ``.ssh``; not ``*.pub``),
+    ``.netrc``, ``.pgpass``, ``.git-credentials``, and ``credentials`` / ``credentials.json`` under ``.aws`` or
+    ``.config/gcloud``."""
+    name, parts = path.name, path.parts
+    if name in SECRET_FILE_NAMES or name.startswith(".env.") or name.endswith(SECRET_FILE_SUFFIXES):
+        return True
+    if not name.endswith(".pub") and (_SSH_KEY.fullmatch(name) or name.startswith("id_") and ".ssh" in parts[:-1]):
+        return True
+    if name in _CLOUD_CREDENTIALS:
+        folders = parts[:-1]
+        return ".aws" in folders or any(folders[i:i + 2] == (".config", "gcloud") for i in range(len(folders)))
+    return False
+
+
+def _holds_secrets(path: Path) -> bool:
+    """:func:`is_secret_file` by the file's name or by its target's (a symlink to ``.env`` is ``.env``)."""
+    try:
+        return is_secret_file(path) or is_secret_file(path.resolve())
+    except (OSError, RuntimeError):
+        return is_secret_file(path)
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:
@@ -411,14 +460,16 @@ def _relative_errors(method: Callable[..., str], policy: PathPolicy) -> Callable
     return call
 
 
-def file_tools(root: str | os.PathLike[str] | PathPolicy | None = None) -> list[Tool]:
+def file_tools(root: str | os.PathLike[str] | PathPolicy | None = None, *,
+               allow_secret_files: bool = False) -> list[Tool]:
     """The tools ``read_file``, ``list_dir`` and ``search_text`` bound to one :class:`PathPolicy`.
 
     ``root`` is the project root (default: the working directory at the time of each call), or a ready
     ``PathPolicy`` (e.g. with another ``max_file_bytes``). ``search_text`` is an async function (its search
     runs in a thread and a child process that a stopped run kills); the other two are plain functions.
+    ``allow_secret_files`` lets them read well-known secret files (see :class:`PathPolicy`).
     """
-    policy = root if isinstance(root, PathPolicy) else PathPolicy(root)
+    policy = root if isinstance(root, PathPolicy) else PathPolicy(root, allow_secret_files=allow_secret_files)
     read, list_, search = (_relative_errors(method, policy) for method in (policy.read_file, policy.list_dir,
                                                                             policy._search))
 

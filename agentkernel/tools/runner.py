@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from ..secrets import KERNEL
 from ..text import cut, valid_text
 from .base import (
     MAX_OUTPUT_CHARS,
@@ -182,11 +183,20 @@ class ToolRunner:
     @staticmethod
     def _result(call: ToolCall, tool: Tool | None, status: ToolStatus, output: str | ToolOutput,
                 duration: float) -> ToolResult:
-        """The one place a tool's output becomes a result: cut to the tool's limit, text that encodes."""
+        """The one place a tool's output becomes a result: redacted, cut to the tool's limit, text that encodes.
+
+        Every tool's output, error and display is redacted here against the kernel's secret set as it is now (see
+        :mod:`agentkernel.secrets`): whatever the tool, no value of the set reaches the model, the panel or a record.
+        """
+        secrets = KERNEL.refresh()
         images: list[dict[str, Any]] = []
         displays: tuple[Display, ...] = ()
         if isinstance(output, ToolOutput):
-            images, displays, output = output.images, tuple(output.displays), output.text
+            images, displays = output.images, tuple(Display(secrets.redact_bundle(d.data),
+                                                            secrets.redact_value(d.metadata))
+                                                    for d in output.displays)
+            output = output.text
+        output = secrets.redact(output)  # before the cut, so that no part of a secret is left
         limit = tool.max_output_chars if tool else MAX_OUTPUT_CHARS
         text = valid_text(cut(output, limit) if limit else output)
         return ToolResult(call, status, text, tuple(images), displays, duration)

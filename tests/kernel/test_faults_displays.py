@@ -65,9 +65,9 @@ def test_a_key_in_a_display_s_text_is_redacted_before_it_is_shown_saved_or_sent(
     # The displays did reach the panel and the cell (so this checks something): their text parts redacted.
     shown = json.dumps([m["content"] for m in cell.messages])
     assert "image/svg+xml" in shown and "text/html" in shown and "text/markdown" in shown
-    assert "application/json" in shown and "[redacted]" in shown
+    assert "application/json" in shown and "[secret $OPENAI_API_KEY]" in shown
     below = [d for d in cell.displays if "image/svg+xml" in d]
-    assert below and "[redacted]" in below[0]["image/svg+xml"]
+    assert below and "[secret $OPENAI_API_KEY]" in below[0]["image/svg+xml"]
     assert KEY not in shown, "the key reached the notebook"
     # Nor did it reach the model (which got the figure as an image), the history or the transcript.
     requests = kernel.value("sent")

@@ -175,7 +175,7 @@ def test_api_keys_never_reach_the_model(kernel: KernelSession):
              ("run_python", {"code": "print(os.environ['OPENAI_API_KEY'])"})]
     kernel.ok("import os")
     texts = ok_outputs(kernel, agent(kernel, calls, "--allow-writes"))
-    assert len(texts) == 5 and all("[redacted]" in text for text in texts[1:]), texts
+    assert len(texts) == 5 and all("[secret $OPENAI_API_KEY]" in text for text in texts[1:]), texts
     assert not [text for text in texts if "k3y" in text], texts
     kernel.ok("os.environ.pop('OPENAI_API_KEY')")
 

@@ -115,7 +115,7 @@ def test_a_cassette_never_holds_the_key_or_an_authorization_header(tmp_path, mon
     text = cassette.read_text()
     assert TEST_KEY not in text and "SECRET" not in text
     assert "authorization" not in text.lower() and "bearer" not in text.lower()
-    assert "the key is [redacted]" in text
+    assert "the key is [secret $OPENAI_API_KEY]" in text
 
 
 def test_replay_fails_clearly_when_the_run_asks_for_more_than_the_cassette_holds(tmp_path):

@@ -211,7 +211,7 @@ def test_outputs_are_capped_and_redacted(monkeypatch: pytest.MonkeyPatch):
 
     big, secret = outputs(asyncio.run(main()))
     assert len(big) < 21_000 and "characters in all" in big
-    assert secret == "Echo: the key is [redacted]"
+    assert secret == "Echo: the key is [secret $OPENAI_API_KEY]"
 
 
 def test_a_servers_stderr_goes_to_its_log_not_to_the_notebook(capfd: pytest.CaptureFixture[str]):

@@ -225,7 +225,7 @@ def test_images_by_default_for_the_openai_api_and_scripted_models_not_for_other_
 
 def test_history_checks_and_redaction_leave_an_output_s_images_alone():
     from agentkernel.record.history import repair_history, valid_item
-    from agentkernel.redact import redact
+    from agentkernel.secrets import redact
 
     image = {"media_type": "image/png", "data": SMALL, "width": 40, "height": 30}
     item = {"type": "function_call_output", "call_id": "c", "output": "bad \ud800 text", "images": [image]}

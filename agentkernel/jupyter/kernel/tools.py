@@ -25,7 +25,6 @@ from types import ModuleType
 from typing import Any
 
 from ...record.images import Image, images_for_model
-from ...redact import known_secrets, redact, redact_bundle, redact_text
 from ...text import cut, short, take_lines
 from ...tools import MAX_OUTPUT_CHARS, Display, Tool, ToolError, ToolOutput, in_thread, tool
 from .code_runner import IMAGE_TYPES, CodeRunner, Execution
@@ -49,7 +48,8 @@ class KernelTools:
     """The kernel tools of one ``%%agent`` run, bound to an IPython shell.
 
     ``images=True`` also gives the model ``run_python``'s images (figures and image outputs) as images, bounded
-    as :mod:`agentkernel.record.images` says. Every text part of a display is redacted before anything shows it.
+    as :mod:`agentkernel.record.images` says. Outputs, errors and every text part of a display are redacted where
+    every tool's are (:class:`agentkernel.tools.runner.ToolRunner`), before anything shows, saves or sends them.
     """
 
     def __init__(self, shell: Any, *, images: bool = False):
@@ -88,7 +88,7 @@ class KernelTools:
         lines += take_lines(body, MAX_OUTPUT_CHARS - 100)[0]  # room for the note
         if len(lines) - 1 < len(variables):
             lines.append(f"[{len(variables) - len(lines) + 1:,} more variables not shown]")
-        return _redacted("\n".join(lines))
+        return "\n".join(lines)
 
     def inspect_variable(self, name: str) -> str:
         """Describe one variable of the notebook; name may be a dotted path such as df.columns or
@@ -99,7 +99,7 @@ class KernelTools:
         Args:
             name: a variable name or a dotted path of attribute names (no calls, no indexing)
         """
-        return _redacted(describe(self.lookup(name)))
+        return describe(self.lookup(name))
 
     def last_error(self) -> str:
         """The last exception raised in a notebook cell: its type, message, the traceback from the
@@ -107,7 +107,7 @@ class KernelTools:
         error: BaseException | None = getattr(sys, "last_value", None)
         if error is None:
             return "no error so far: no notebook cell has raised an exception in this kernel"
-        return _redacted(self._describe_error(error))
+        return self._describe_error(error)
 
     def notebook_cells(self, count: int = 5) -> str:
         """The inputs of the last executed notebook cells (before this one), with the text of their Out values.
@@ -129,7 +129,7 @@ class KernelTools:
                 parts.append(f"Out[{n}]:\n{cut(self._plain(outputs[n]), CELL_OUTPUT_CHARS)}")
         if count > MAX_CELLS:
             parts.append(f"[only the last {MAX_CELLS} cells are shown]")
-        return _redacted("\n".join(parts))
+        return "\n".join(parts)
 
     async def run_python(self, code: str) -> str | ToolOutput:
         """Run Python code in the notebook's kernel, in the user's namespace, the way a cell runs:
@@ -143,18 +143,14 @@ class KernelTools:
         if re.match(r"\s*%%?agent\b", code):
             raise ValueError("run_python does not start another %%agent run")
         execution = await self.runner.run(code)
-        secrets = known_secrets()
-        for output in execution.outputs:  # before anything shows, saves or sends them (a title may hold the key)
-            if output.kind in ("display", "value"):
-                output.data, output.metadata = redact_bundle(output.data, secrets), redact(output.metadata, secrets)
         displays = [Display(o.data, o.metadata) for o in execution.rich]
         if execution.error is not None:
-            text = _redacted(execution.text())
-            raise CodeFailed(_redacted(f"{short(execution.error.partition(chr(10))[0], 200)}\n{text}"), displays)
+            text = execution.text()
+            raise CodeFailed(f"{short(execution.error.partition(chr(10))[0], 200)}\n{text}", displays)
         images, notes = [], {}
         if self.send_images:  # in a thread: downscaling a large image takes a second, which Stop must not wait for
             images, notes = await in_thread(self.model_images, {"execution": execution}, "run_python images")
-        text = _redacted(execution.text(notes))
+        text = execution.text(notes)
         return ToolOutput(text, images, displays) if images or displays else text
 
     def model_images(self, execution: Execution) -> tuple[list[Image], dict[int, str]]:
@@ -244,9 +240,3 @@ class KernelTools:
 def kernel_tools(shell: Any) -> list[Tool]:
     """The kernel tools bound to ``shell`` (see :class:`KernelTools` for the executed code and rich outputs)."""
     return KernelTools(shell).tools
-
-
-def _redacted(text: str) -> str:
-    """A tool's output without API keys (a notebook may hold one in a variable, in ``os.environ`` or in a cell's
-    source). Cutting it to the bound is the tool mechanism's (``max_output_chars``), done once."""
-    return redact_text(text, known_secrets())
