@@ -8,7 +8,9 @@ the way OpenAI documents it (hits on the longest common prefix with an earlier r
 steps of 128) and reports them in ``usage`` as OpenAI does. With ``--window`` the run's view is compacted on the way
 (old outputs elided, then older turns summarised), which re-cuts the prefix, so the compactions' misses count. The
 same run against the same server without a cache gives the cost without caching. Both are priced with genai-prices
-for ``--model`` at OpenAI.
+(gpt-5-mini at OpenAI, claude-sonnet-4-5 at Anthropic). The Anthropic adapter's server caches as Anthropic documents
+it instead: each ``cache_control`` breakpoint writes the prefix up to it, and a request reads the longest prefix an
+earlier one wrote (writes cost 1.25 × the input price, reads 0.1 ×).
 
 Goal: at least 0.9 of the input tokens cached over the run, and the cost at most 0.25 × the uncached run's.
 
@@ -32,10 +34,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 
-from cache_server import CachingServer  # noqa: E402
+from cache_server import AnthropicCachingServer, CachingServer  # noqa: E402
 from openai_server import TEST_KEY, Answer  # noqa: E402
 
-from agentkernel import OpenAIChatModel, OpenAIResponsesModel, run, tool  # noqa: E402
+from agentkernel import AnthropicMessagesModel, OpenAIChatModel, OpenAIResponsesModel, run, tool  # noqa: E402
 from agentkernel.record.context import SUMMARY_INSTRUCTION  # noqa: E402
 from agentkernel.usage import dollars  # noqa: E402
 
@@ -45,17 +47,22 @@ SYSTEM = ("You are a careful analyst of sensor logs. Read the chunks you are ask
 
 @dataclass
 class Adapter:
-    """How to run one adapter against a caching loopback server of its API."""
+    """How to run one adapter against a caching loopback server of its API, priced as its provider's ``model``."""
 
     model: Callable[[str, Any], Any]  # (model name, server) -> model
     server: Callable[..., Any]  # (reply, cache=bool, window=int) -> a started-on-enter server
+    name: str  # the model priced, unless --model names another for the OpenAI adapters
 
 
 ADAPTERS: dict[str, Adapter] = {
     "responses": Adapter(lambda name, server: OpenAIResponsesModel(name, base_url=server.url, api_key=TEST_KEY,
-                                                                   price_provider="openai"), CachingServer),
+                                                                   price_provider="openai"), CachingServer,
+                         "gpt-5-mini"),
     "chat": Adapter(lambda name, server: OpenAIChatModel(name, base_url=server.url, api_key=TEST_KEY,
-                                                         price_provider="openai"), CachingServer),
+                                                         price_provider="openai"), CachingServer, "gpt-5-mini"),
+    "anthropic": Adapter(lambda name, server: AnthropicMessagesModel(name, base_url=server.url, api_key=TEST_KEY,
+                                                                     price_provider="anthropic"),
+                         lambda reply, cache, window: AnthropicCachingServer(reply, cache=cache), "claude-sonnet-4-5"),
 }
 
 
@@ -77,6 +84,7 @@ def reply_for(rounds: int) -> Callable[[dict[str, Any], int], Answer]:
         if SUMMARY_INSTRUCTION[:40] in json.dumps(last.get("content", "")):
             return Answer(["Read chunks so far; all readings normal."], output_tokens=40)
         read = sum(item.get("role") == "tool" or item.get("type") == "function_call_output" for item in history)
+        read += json.dumps(history).count('"tool_result"')  # Anthropic's, inside user messages
         done = json.dumps(history).count("read_chunk")  # calls seen, also those folded into a summary
         n = max(read, done // 2)
         if n < rounds:
@@ -106,22 +114,24 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--chunk-chars", type=int, default=1500)
     parser.add_argument("--window", type=int, default=32_000, help="context window in tokens (0: none)")
-    parser.add_argument("--model", default="gpt-5-mini", help="priced with genai-prices at OpenAI")
+    parser.add_argument("--model", help="the OpenAI adapters' model, priced with genai-prices at OpenAI "
+                        "(default gpt-5-mini; the Anthropic adapter's is claude-sonnet-4-5)")
     parser.add_argument("--adapters", default=",".join(ADAPTERS))
     args = parser.parse_args()
-    print(f"{args.rounds} rounds of {args.chunk_chars} characters, window {args.window or 'none'}, "
-          f"{args.model} prices")
-    print(f"{'adapter':<10} {'requests':>8} {'compactions':>11} {'input tokens':>12} {'cached':>7} "
+    print(f"{args.rounds} rounds of {args.chunk_chars} characters, window {args.window or 'none'}")
+    print(f"{'adapter':<10} {'model':<18} {'requests':>8} {'compactions':>11} {'input tokens':>12} {'cached':>7} "
           f"{'cost cached':>11} {'uncached':>9} {'ratio':>6} {'seconds':>7}")
     for key in args.adapters.split(","):
         started = time.perf_counter()
-        cached = asyncio.run(one_run(ADAPTERS[key], args.model, args, cache=True))
-        uncached = asyncio.run(one_run(ADAPTERS[key], args.model, args, cache=False))
+        adapter = ADAPTERS[key]
+        name = args.model if args.model and key != "anthropic" else adapter.name
+        cached = asyncio.run(one_run(adapter, name, args, cache=True))
+        uncached = asyncio.run(one_run(adapter, name, args, cache=False))
         seconds = time.perf_counter() - started
         usage = cached.usage
         assert cached.status == uncached.status == "complete", (cached.summary, uncached.summary)
         assert usage.input_tokens == uncached.usage.input_tokens  # the same run, the same requests
-        print(f"{key:<10} {usage.requests:>8} {cached.compactions:>11} {usage.input_tokens:>12,} "
+        print(f"{key:<10} {name:<18} {usage.requests:>8} {cached.compactions:>11} {usage.input_tokens:>12,} "
               f"{usage.cached_share:>7.3f} {dollars(usage.cost):>11} {dollars(uncached.usage.cost):>9} "
               f"{usage.cost / uncached.usage.cost:>6.3f} {seconds:>7.1f}")
 

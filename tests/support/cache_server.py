@@ -12,9 +12,10 @@ without one, to compare against) that also honours the request's output cap: an 
 ``max_output_tokens`` / ``max_completion_tokens`` / ``max_tokens`` is cut there and ends as the API ends a response
 cut at its cap (Responses ``incomplete`` with ``max_output_tokens``, Chat ``finish_reason`` ``length``).
 
-Another provider's rules (Anthropic caches at explicit ``cache_control`` breakpoints, reports
-``cache_read_input_tokens`` and ``cache_creation_input_tokens``) would be another :class:`PromptCache` subclass
-and an ``answer_reply`` for its API's shape.
+:class:`AnthropicCachingServer` does the same for the Messages API the way Anthropic documents its cache: a request
+writes the prefix up to each of its ``cache_control`` breakpoints (from 1024 tokens on) and reads the longest prefix
+an earlier request wrote; ``usage`` reports ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` apart
+from ``input_tokens`` (the tokens after them).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from openai_server import Answer, Reply, WindowServer, _requested_output
+from anthropic_server import messages_events
+from openai_server import Answer, Received, Reply, ScriptedServer, WindowServer, _requested_output
 
 CHARS_PER_TOKEN = 3
 """The server's tokenizer: 3 characters of the prompt a token (the client estimates 4, so it undercounts)."""
@@ -98,3 +100,57 @@ class CachingServer(WindowServer):
             text = "".join(answer.text)[:cap * CHARS_PER_TOKEN]
             answer, cut = Answer([text] if text else [], (), output_tokens=cap), True
         return super().answer_reply(chat, body, prompt_tokens, answer, cached, cut)
+
+
+def anthropic_prompt(body: dict[str, Any]) -> tuple[str, list[int]]:
+    """A Messages request's prompt in cache order (tools, system, messages, block by block, ``cache_control`` left
+    out) and the offsets where its breakpoints end."""
+    parts: list[tuple[dict[str, Any], bool]] = []
+    system = body.get("system") or []
+    for block in [*(body.get("tools") or []), *([{"text": system}] if isinstance(system, str) else system)]:
+        parts.append((block, "cache_control" in block))
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+        parts += [({"role": message.get("role"), **block}, "cache_control" in block) for block in blocks]
+    text, breakpoints = "", []
+    for block, marked in parts:
+        text += json.dumps({k: v for k, v in block.items() if k != "cache_control"}, sort_keys=True) + "\n"
+        if marked:
+            breakpoints.append(len(text))
+    return text, breakpoints
+
+
+class AnthropicCachingServer(ScriptedServer):
+    """A loopback Messages API (``POST /v1/messages``) with Anthropic's prompt cache (``cache=False``: none); each
+    request is answered with ``reply(body, prompt_tokens)`` (an :class:`~openai_server.Answer`) and kept in
+    :attr:`measured` as (prompt tokens, read, written)."""
+
+    minimum = 1024
+
+    def __init__(self, reply: Any, *, cache: bool = True, **options: Any):
+        super().__init__()
+        self.reply = reply
+        self.cache = cache
+        self.written: list[str] = []
+        self.measured: list[tuple[int, int, int]] = []
+
+    def next_reply(self, received: Received) -> Reply:
+        body = received.body
+        text, breakpoints = anthropic_prompt(body)
+        total = math.ceil(len(text) / CHARS_PER_TOKEN)
+        read = written = 0
+        if self.cache:
+            hit = max((len(p) for p in self.written if text.startswith(p)), default=0)
+            read = hit // CHARS_PER_TOKEN
+            ends = [end for end in breakpoints if end // CHARS_PER_TOKEN >= self.minimum]
+            if ends and max(ends) > hit:
+                written = (max(ends) - hit) // CHARS_PER_TOKEN
+            self.written = [*self.written[-15:], *(text[:end] for end in ends)]
+        with self._lock:
+            self.requests.append(received)
+            self.measured.append((total, read, written))
+        answer = self.reply(body, total)
+        calls = [(call_id, name, [arguments]) for call_id, name, arguments in answer.calls]
+        return Reply(messages_events(list(answer.text), calls, usage=(total - read - written, answer.tokens()),
+                                     cache=(read, written)))

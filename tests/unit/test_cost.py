@@ -324,3 +324,32 @@ def test_the_cost_budget_holds_across_compactions():
     assert result.usage.cost <= 2.0
     assert result.usage.cost == pytest.approx(
         sum(price.cost(UsageEvent(m.prompt_tokens, 20)) for m in server.measured), rel=0.01)
+
+
+def test_anthropic_cache_reads_and_writes_are_read_and_priced_with_genai_prices():
+    from cache_server import AnthropicCachingServer
+    from genai_prices import Usage as Tokens
+    from genai_prices import calc_price
+
+    from agentkernel import AnthropicMessagesModel
+
+    def reply(body: dict[str, Any], tokens: int) -> Answer:
+        n = json.dumps(body["messages"]).count('"tool_result"')
+        return Answer(calls=[(f"toolu_{n}", "page", json.dumps({"n": n}))] if n < 6 else (), text=["Done."],
+                      output_tokens=20)
+
+    with AnthropicCachingServer(reply) as server:
+        claude = AnthropicMessagesModel("claude-sonnet-4-5", base_url=server.url, api_key=TEST_KEY,
+                                        price_provider="anthropic")
+        result = run_sync("go", model=claude, tools=[page], system=SYSTEM)
+    assert result.status == "complete", result.summary
+    usage = result.usage
+    totals, reads, writes = zip(*server.measured, strict=True)
+    assert (usage.input_tokens, usage.cache_read_tokens, usage.cache_write_tokens) == (sum(totals), sum(reads),
+                                                                                      sum(writes))
+    assert sum(reads) > 0.6 * sum(totals) and sum(writes) > 0  # the breakpoints moved on, and were read back
+    expected = sum(float(calc_price(Tokens(input_tokens=t, output_tokens=20, cache_read_tokens=r,
+                                           cache_write_tokens=w), "claude-sonnet-4-5", provider_id="anthropic")
+                         .total_price) for t, r, w in server.measured)
+    assert usage.cost == pytest.approx(expected, rel=1e-9)
+    assert "cache writes" in usage.line
