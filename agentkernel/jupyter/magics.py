@@ -36,11 +36,13 @@ from ..record.transcript import load_transcript
 from ..result import LoopResult
 from ..secrets import KERNEL, MIN_SECRET_CHARS, SecretSet, marker
 from ..stop import StopSignal
-from ..tools import Approver, Tool, tool
+from ..tools import Approver, Tool, ToolCall, Verdict, tool
 from ..tools.files import FILE_TOOL_NAMES, file_tools
 from ..usage import Limits
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
 from .exits import exit_refused
+from .kernel.notebook import ExecuteRequest
+from .kernel.notebook_tools import NotebookTools
 from .kernel.tools import KERNEL_TOOL_NAMES, KernelTools
 from .mcp_servers import MCP_USAGE, KernelServers, mcp_tools
 from .options import AgentOptions, merge, option_arguments, option_traits, split_line
@@ -51,7 +53,9 @@ if TYPE_CHECKING:
     from ..mcp import MCPServer
 
 DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"
-BUILT_IN_TOOLS = {*FILE_TOOL_NAMES, *KERNEL_TOOL_NAMES}
+TOOL_ALIASES = {"notebook_cells": "read_notebook"}
+"""Built-in names kept for notebooks that use them: the tool they name now."""
+BUILT_IN_TOOLS = {*FILE_TOOL_NAMES, *KERNEL_TOOL_NAMES, *TOOL_ALIASES}
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 NO_MODEL = (
     "No model is configured: set OPENAI_API_KEY (and optionally AGENTKERNEL_MODEL or "
@@ -86,7 +90,10 @@ class CellRun:
     prompt: str
     out: str | None
     kernel: KernelTools
+    notebook: NotebookTools
     cells: bool = False
+    cells_left: list[str] | None = None
+    """With ``--cells``: the executed code the front end did not take as cells (None: not tried)."""
     interrupted: bool = False
 
 
@@ -156,6 +163,8 @@ class AgentMagics(Magics):
             ticker.cancel()
             if run.loop.result is not None:
                 self.publish(run, run.loop.result)
+        if run.cells:
+            run.cells_left = await run.notebook.write_cells(run.kernel.executed_calls, run.loop.run_id)
         self.finish(run)
 
     @line_magic
@@ -263,7 +272,9 @@ class AgentMagics(Magics):
             prompt = self.expand(prompt, secrets)
         model_images = accepts_images(model) if options.images is None else options.images
         kernel = KernelTools(self.shell, images=model_images)
-        tools = self.resolve_tools(options, kernel, mcp_tools(servers or {}, set(), model_images))
+        notebook = NotebookTools(self.shell, ExecuteRequest.of(self.shell), kernel.input_history, live=clickable)
+        tools = self.resolve_tools(options, [*kernel.tools, *notebook.tools],
+                                   mcp_tools(servers or {}, set(), model_images))
         history = self.previous_history(options.resume) if options.resume is not None else None
         stop = StopSignal()
         panel = Panel(limits, stop, throttle=options.stream_throttle)
@@ -277,7 +288,7 @@ class AgentMagics(Magics):
             guards=guards,
             stop=stop,
             on_event=fan_out(panel, record),
-            approve=self.approver(panel, options, clickable),
+            approve=self.approver(panel, options, clickable, notebook),
             transcript=options.transcripts,
             context_window=options.context_window or None,
             price=parse_price(options.price) if options.price else None,
@@ -286,7 +297,7 @@ class AgentMagics(Magics):
         bundle["text/plain"] = PANEL_TEXT  # a fixed text, so saved notebooks compare equal under nbval
         display(bundle, raw=True)
         return CellRun(loop=loop, panel=panel, record=record, prompt=prompt, out=options.out, kernel=kernel,
-                       cells=options.cells)
+                       notebook=notebook, cells=options.cells)
 
     def expand(self, prompt: str, secrets: SecretSet | None = None) -> str:
         """``{expression}`` and ``$name`` replaced by IPython's rules for magic lines; a prompt with a field that does
@@ -383,12 +394,13 @@ class AgentMagics(Magics):
         """The ``--tools`` names that are built-ins or in the notebook (the others may name MCP servers' tools)."""
         return {name for name in options.tools if name in self.user_ns or name in BUILT_IN_TOOLS}
 
-    def resolve_tools(self, options: AgentOptions, kernel: KernelTools,
+    def resolve_tools(self, options: AgentOptions, kernel_tools: list[Tool],
                       servers: dict[str, list[Tool]] | None = None) -> list[Tool]:
         """The run's tools: ``--tools`` (built-ins, the notebook's, MCP servers and their tools by name) and every
-        tool of the ``--mcp`` servers; ``servers`` holds the started MCP servers' tools by server name."""
+        tool of the ``--mcp`` servers; ``kernel_tools`` are this run's kernel and notebook tools, ``servers`` the
+        started MCP servers' tools by server name."""
         files = file_tools(options.root or None, allow_secret_files=options.allow_secret_files)
-        available = {t.name: t for t in [*files, *kernel.tools]}
+        available = {t.name: t for t in [*files, *kernel_tools]}
         servers = servers or {}
         served = {t.name: t for server_tools in servers.values() for t in server_tools}
         tools: list[Tool] = []
@@ -398,8 +410,9 @@ class AgentMagics(Magics):
                 if not callable(found):
                     raise AgentConfigError(f"tool {name!r} is a {type(found).__name__}, not a function or @tool")
                 tools.append(found if isinstance(found, Tool) else tool(found))
-            elif name in available:
-                tools.append(available[name])
+            elif TOOL_ALIASES.get(name, name) in available:
+                found = available[TOOL_ALIASES.get(name, name)]
+                tools += [found] if found not in tools else []
             elif name in servers:
                 tools += [t for t in servers[name] if t not in tools]
             elif name in served:
@@ -434,13 +447,20 @@ class AgentMagics(Magics):
                                    '{"event": "item", "item": {...}})')
         return history
 
-    def approver(self, panel: Panel, options: AgentOptions, clickable: bool = True) -> Approver | None:
+    def approver(self, panel: Panel, options: AgentOptions, clickable: bool = True,
+                 notebook: NotebookTools | None = None) -> Approver | None:
         if options.allow_writes:
             return lambda call, tool: True
         if not clickable or os.environ.get("CI") or os.environ.get("AGENTKERNEL_NONINTERACTIVE"):
             return None  # nobody can click: side-effecting calls are denied and the model is told why
         timeout = options.approval_timeout or None
-        return lambda call, tool: panel.approve(call, tool, timeout)
+
+        async def ask(call: ToolCall, tool: Tool) -> Verdict:
+            if notebook is not None and not await notebook.asks(call):
+                return True  # an edit that will be refused writes nothing: the tool says why, no one is asked
+            return await panel.approve(call, tool, timeout, change=notebook.preview(call) if notebook else None)
+
+        return ask
 
     # -- ending a run ----------------------------------------------------------------------------------------
 
@@ -490,9 +510,12 @@ class AgentMagics(Magics):
         for image in run.record.images:
             display({WIDGET_VIEW: {"version_major": 2, "version_minor": 0, "model_id": ""}, **image.data},
                     metadata=image.metadata, raw=True)
-        if run.cells and result.executed_code:
+        # ONE next input (a front end shows one): the cells add_cell queued where no extension answers, and the
+        # code --cells could not write as cells
+        left = run.cells_left if run.cells_left is not None else result.executed_code if run.cells else []
+        if text := run.notebook.next_input(left):
             assert self.shell is not None
-            self.shell.set_next_input("\n\n".join(code.strip() for code in result.executed_code), replace=False)
+            self.shell.set_next_input(text, replace=False)
         if run.interrupted:
             raise RunInterrupted("the agent run was interrupted; its history is kept in _agent") from None
         if result.status in STOP_ERRORS:

@@ -169,7 +169,8 @@ class AgentOptions:
     approval_timeout: float = option(300.0, group="tools",
                                      help="seconds to wait for Approve / Deny before denying (0: wait for ever)")
     cells: bool = option(False, "--cells", group="tools",
-                         help="put the code run_python ran into a new cell below when the run ends")
+                         help="keep the code run_python ran in the notebook when the run ends: one cell per piece "
+                              "with agentkernel's notebook extension, else one new cell below")
     # -- session and recording
     resume: str | None = option(None, "--continue", group="session and recording", trait=False, metavar="FILE",
                                 alone="", help="go on from _agent.history, or from the transcript FILE.jsonl "

@@ -43,7 +43,7 @@ from ..stop import StopSignal
 from ..text import cut
 from ..tools import Decision, Tool, ToolCall, ToolResult
 from ..usage import Limits, Usage
-from .render import HTML_OUTPUT_CHARS, arguments_html, call_title
+from .render import HTML_OUTPUT_CHARS, arguments_html, call_title, change_html
 
 PANEL_TEXT = "<agentkernel panel: the live view needs a widget front end; the run's transcript follows>"
 STATUS_COLOURS = {"ok": "#2e7d32", "error": "#c62828", "denied": "#ef6c00", "aborted": "#6d4c41",
@@ -349,7 +349,7 @@ class Panel:
         colour = STATUS_COLOURS.get(status, "#555")
         entry.parts[0].value = (
             f'<b style="color: {colour}">{status}</b>'
-            f"<div><i>arguments</i></div>{arguments_html(call.arguments)}"
+            f"<div><i>arguments</i></div>{arguments_html(call.arguments, call.name)}"
             f"<div><i>output</i></div><pre style='margin: 0'>{output}</pre>"
         )
 
@@ -388,9 +388,13 @@ class Panel:
 
     # -- approval --------------------------------------------------------------------------------------------
 
-    async def approve(self, call: ToolCall, tool: Tool, timeout: float | None) -> Decision:
+    async def approve(self, call: ToolCall, tool: Tool, timeout: float | None,
+                      change: tuple[str, str] | None = None) -> Decision:
         """Show the call's arguments with Approve, Approve <tool> for this run, and Deny (with the note typed
-        beside it, sent to the model) and wait for a click; denied after ``timeout`` or when the run is stopped."""
+        beside it, sent to the model) and wait for a click; denied after ``timeout`` or when the run is stopped.
+
+        ``change`` (old, new): the text the call would replace (edit_cell's), shown as a diff in place of the
+        arguments."""
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[tuple[widgets.Button, Decision]] = loop.create_future()
 
@@ -417,7 +421,8 @@ class Panel:
         (approve, _), (for_run, _), (deny, _) = choices
         question = widgets.HTML(f"<code>{html.escape(call.name)}</code> has side effects. Run it?",
                                 layout=self.layout, style=self.html_style)
-        arguments = widgets.HTML(arguments_html(call.arguments), layout=self.layout, style=self.html_style)
+        shown = change_html(*change) if change is not None else arguments_html(call.arguments, call.name)
+        arguments = widgets.HTML(shown, layout=self.layout, style=self.html_style)
         rows = [widgets.HBox([question, approve, for_run], layout=self.layout),
                 widgets.HBox([deny, note], layout=self.layout)]
         box = widgets.VBox([arguments, *rows], layout=self.layout)

@@ -6,6 +6,7 @@ compares. Both forms are deterministic: no timings, run ids, call ids or absolut
 
 from __future__ import annotations
 
+import difflib
 import html
 import json
 from collections import deque
@@ -22,6 +23,8 @@ TEXT_OUTPUT_CHARS = 600
 HTML_OUTPUT_CHARS = 4000
 
 
+CELL_WRITERS = ("add_cell", "edit_cell")
+"""Tools whose ``source`` argument is a notebook cell's (shown highlighted as its type)."""
 HEAD_ENTRIES = 50  # a long run's static rendering shows its first and its last entries, whatever its length
 TAIL_ENTRIES = 150
 
@@ -106,26 +109,40 @@ def call_title(call: ToolCall, result: ToolResult | None = None) -> str:
     return f"{call.name}({short_arguments(call.arguments)}) · {result.status if result else 'running'}"
 
 
-def arguments_html(arguments: str) -> str:
+def arguments_html(arguments: str, name: str = "") -> str:
     """A call's arguments for the panel: a ``code`` argument as highlighted Python (run_python's) under its line
-    count, else indented JSON."""
+    count, the ``source`` of add_cell / edit_cell highlighted as its cell type, else indented JSON."""
     try:
         value = load_arguments(arguments)
     except (ValueError, RecursionError, TypeError):  # not JSON, or nested too deeply to read: shown as given
         value = None
-    if isinstance(value, dict) and isinstance(value.get("code"), str):
-        from pygments import highlight  # IPython's own dependency
-        from pygments.formatters import HtmlFormatter
-        from pygments.lexers import PythonLexer
-
-        lines = len(value["code"].rstrip("\n").splitlines())
-        code = (f"<div><i>code · {lines} line{'s' * (lines != 1)}</i></div>"
-                + highlight(value["code"], PythonLexer(), HtmlFormatter(noclasses=True, nobackground=True)))
-        rest = {k: v for k, v in value.items() if k != "code"}
+    key = "code" if name not in CELL_WRITERS else "source"
+    if isinstance(value, dict) and isinstance(value.get(key), str):
+        language = "markdown" if value.get("cell_type") == "markdown" else "python"
+        what = "code" if key == "code" else f"{'markdown' if language == 'markdown' else 'code'} cell"
+        lines = len(value[key].rstrip("\n").splitlines())
+        shown = (f"<div><i>{what} · {lines} line{'s' * (lines != 1)}</i></div>"
+                 + highlighted(value[key], language))
+        rest = {k: v for k, v in value.items() if k != key}
         if not rest:
-            return code
-        return code + f"<pre style='margin: 0'>{html.escape(pretty_arguments(json.dumps(rest)))}</pre>"
+            return shown
+        return shown + f"<pre style='margin: 0'>{html.escape(pretty_arguments(json.dumps(rest)))}</pre>"
     return f"<pre style='margin: 0 0 6px'>{html.escape(pretty_arguments(arguments))}</pre>"
+
+
+def change_html(old: str, new: str) -> str:
+    """An edit of a cell's source for its approval: a unified diff (old -> new), highlighted."""
+    lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), "before", "after", lineterm="", n=3))
+    return "<div><i>the change · before → after</i></div>" + highlighted("\n".join(lines) or "(no change)", "diff")
+
+
+def highlighted(text: str, language: str) -> str:
+    """``text`` as HTML highlighted by Pygments (IPython's own dependency) for ``language``."""
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import get_lexer_by_name
+
+    return highlight(text, get_lexer_by_name(language), HtmlFormatter(noclasses=True, nobackground=True))
 
 
 def render_text(result: LoopResult, record: RunRecord) -> str:

@@ -20,6 +20,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -333,3 +334,14 @@ class NotebookPage:
             self.page.close()
         finally:
             self.server.shut_down_kernel_of(self.notebook)
+
+
+def wait_saved(path: Path, done: Callable[[Any], bool], timeout: float = 30.0) -> Any:
+    """The notebook on disk once ``done`` holds for it (the save is asynchronous)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        saved = nbformat.read(path, as_version=4)
+        if done(saved):
+            return saved
+        assert time.monotonic() < deadline, f"{path.name} was not saved as expected: {saved.cells}"
+        time.sleep(0.2)

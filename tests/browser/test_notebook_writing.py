@@ -13,14 +13,13 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
-from lab import LABEXTENSION, MEASUREMENTS, REPO, LabServer, NotebookPage
+from lab import LABEXTENSION, MEASUREMENTS, REPO, LabServer, NotebookPage, wait_saved
 
 expect = pytest.importorskip("playwright.sync_api").expect
 
@@ -238,17 +237,6 @@ def test_insert_puts_two_cells_below_the_agent_cell_in_order_and_the_save_keeps_
     assert saved.cells[4].source == "print('from the agent')"
     assert saved.cells[3].metadata["agentkernel"] == {"run_id": "run-1", "tool_call_id": "call-1"}
     assert saved.cells[4].metadata["agentkernel"] == {"run_id": "run-1", "tool_call_id": "call-2"}
-
-
-def wait_saved(path: Path, done: Callable[[Any], bool], timeout: float = 30.0) -> Any:
-    """The notebook on disk once ``done`` holds for it (the save is asynchronous)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        saved = nbformat.read(path, as_version=4)
-        if done(saved):
-            return saved
-        assert time.monotonic() < deadline, f"{path.name} was not saved as expected: {saved.cells}"
-        time.sleep(0.2)
 
 
 def test_replace_shows_the_new_source_and_one_undo_restores_the_old(open_notebook: OpenNotebook,

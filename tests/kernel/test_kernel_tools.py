@@ -1,4 +1,5 @@
-"""The kernel tools (``list_variables``, ``inspect_variable``, ``last_error``, ``notebook_cells``, ``run_python``),
+"""The kernel tools (``list_variables``, ``inspect_variable``, ``last_error``, ``read_notebook`` without a notebook,
+``run_python``),
 prompt expansion, ``_agent.executed_code`` and ``--cells``, in a real kernel driven over ZMQ with jupyter_client.
 
 Each test runs ``%%agent`` cells with a scripted model that calls the tools, then reads what the model was given
@@ -91,7 +92,7 @@ def test_kernel_tools_are_in_the_default_tool_list(kernel: KernelSession):
     kernel.ok("seen = []\nm = ScriptedModel(lambda req: seen.extend(t['name'] for t in req.tools) or 'ok')")
     kernel.ok("%%agent -m m\nhi")
     assert kernel.value("seen") == ["read_file", "list_dir", "search_text", "list_variables", "inspect_variable",
-                                    "last_error", "notebook_cells", "run_python"]
+                                    "last_error", "read_notebook", "add_cell", "edit_cell", "run_python"]
 
 
 def test_list_variables_shows_user_variables_with_sizes(kernel: KernelSession):
@@ -171,7 +172,7 @@ def test_api_keys_never_reach_the_model(kernel: KernelSession):
     key = "sk-test-" + "k3y" * 8
     kernel.ok(f"os.environ['OPENAI_API_KEY'] = {key!r}\nsecret_config = {{'api_key': {key!r}}}")
     calls = [("list_variables", {}), ("inspect_variable", {"name": "secret_config"}),
-             ("inspect_variable", {"name": "os.environ"}), ("notebook_cells", {"count": 3}),
+             ("inspect_variable", {"name": "os.environ"}), ("read_notebook", {"count": 3}),
              ("run_python", {"code": "print(os.environ['OPENAI_API_KEY'])"})]
     kernel.ok("import os")
     texts = ok_outputs(kernel, agent(kernel, calls, "--allow-writes"))
@@ -211,16 +212,17 @@ def test_one_line_agent_asks_why_the_last_cell_failed(kernel: KernelSession):
     assert kernel.value("_agent.history[0]['content']") == "why did my last cell fail?"
 
 
-def test_notebook_cells_shows_recent_inputs_and_outputs(kernel: KernelSession):
-    kernel.ok("m = ScriptedModel([Call('notebook_cells', {'count': 3}), 'done'])")
+def test_notebook_cells_names_read_notebook_which_shows_the_input_history_where_no_notebook_is_known(
+        kernel: KernelSession):
+    kernel.ok("m = ScriptedModel([Call('read_notebook', {'count': 3}), 'done'])")
     first = kernel.ok("a = 6").reply["content"]["execution_count"]
     kernel.ok("a * 7")
     kernel.ok("print('no Out for this one')")
-    (text,) = ok_outputs(kernel, kernel.run("%%agent -m m\nWhat have I been doing?"))
-    assert text == (f"In [{first}]:\na = 6\nIn [{first + 1}]:\na * 7\nOut[{first + 1}]:\n42\n"
-                    f"In [{first + 2}]:\nprint('no Out for this one')")  # the running cell is not among them
-    (too_few,) = ok_outputs(kernel, agent(kernel, [("notebook_cells", {"count": 0})]))
-    assert too_few.startswith("error:") and "at least 1" in too_few
+    (text,) = ok_outputs(kernel, kernel.run("%%agent -m m --tools notebook_cells\nWhat have I been doing?"))
+    assert text.endswith(f"The kernel's input history instead:\nIn [{first}]:\na = 6\nIn [{first + 1}]:\na * 7\n"
+                         f"Out[{first + 1}]:\n42\nIn [{first + 2}]:\nprint('no Out for this one')")
+    (too_few,) = ok_outputs(kernel, agent(kernel, [("read_notebook", {"count": 0})]))
+    assert too_few.startswith("error:") and "count at least 1" in too_few
 
 
 # -- prompt expansion --------------------------------------------------------------------------------------------

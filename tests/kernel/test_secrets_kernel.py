@@ -4,7 +4,7 @@ A kernel holds secrets of every kind the set takes: secret-named environment var
 ``AWS_SECRET_ACCESS_KEY``, ``HF_TOKEN``, ``SLACK_BOT_TOKEN``), a URL password (``DATABASE_URL``), a notebook variable
 named by ``%agent_secret`` and a value given to ``agentkernel.secrets.add``. One ``%%agent`` run takes every road a
 secret could leave by: ``{token}`` in the prompt, ``run_python`` stdout, stderr, display and value (as written,
-URL-encoded and in a Basic-auth header), a traceback, ``inspect_variable``, ``list_variables``, ``notebook_cells``,
+URL-encoded and in a Basic-auth header), a traceback, ``inspect_variable``, ``list_variables``, ``read_notebook``,
 ``last_error``, an ``@tool`` function, ``read_file``, ``search_text``, and the cassette and transcript it writes.
 No value reaches a request body, an iopub message, a file or ``_agent``; the marker does, where the value would.
 """
@@ -72,7 +72,7 @@ CALLS = [
     ("c2", "run_python", {"code": "raise RuntimeError(f'refused {vault_value}')"}),
     ("c3", "inspect_variable", {"name": "db_password"}),
     ("c4", "list_variables", {}),
-    ("c5", "notebook_cells", {"count": 50}),
+    ("c5", "read_notebook", {"count": 50}),
     ("c6", "last_error", {}),
     ("c7", "leak", {}),
     ("c8", "read_file", {"path": "config.txt"}),
@@ -140,9 +140,10 @@ def test_naming_secrets_and_listing_them_never_shows_a_value(kernel: KernelSessi
 
 def test_no_road_out_carries_a_value_and_each_carries_its_marker(kernel: KernelSession, server: ScriptedServer):
     kernel.ok("%agent_secret db_password")
+    kernel.ok("%config AgentMagics.secret_env = ['PLAIN_SETTING']")
     kernel.run("raise ValueError(f\"bad key {os.environ['HF_TOKEN']}\")")  # for last_error
     server.add(calls_reply(*CALLS), Reply(responses_events(["done"])))
-    cell = kernel.run("%%agent --allow-writes --tools run_python,inspect_variable,list_variables,notebook_cells,"
+    cell = kernel.run("%%agent --allow-writes --tools run_python,inspect_variable,list_variables,read_notebook,"
                       "last_error,leak,read_file,list_dir,search_text --record run.jsonl\n"
                       "Check the token {token} works.", timeout=90)
     assert cell.status == "ok" and not cell.errors, cell.describe()

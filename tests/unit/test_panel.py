@@ -18,6 +18,7 @@ from ipywidgets.widgets.widget import _instances as alive_widgets
 from agentkernel import Call, ScriptedModel, StopSignal, run, tool
 from agentkernel.events import FunctionCallProgress, RoundStarted, ToolCallStarted
 from agentkernel.jupyter.panel import FOLDED_TITLES, LIVE_ENTRIES, Panel
+from agentkernel.jupyter.render import arguments_html, change_html
 from agentkernel.tools import ToolCall
 from agentkernel.usage import Limits
 
@@ -231,3 +232,14 @@ def test_no_context_bar_while_the_window_is_unknown():
     panel, result = run_with_panel([Call("noop", {"i": i}) for i in range(3)] + ["done"], throttle=0.0)
     assert result.status == "complete"
     assert panel.context is None and panel.context_bar is None and len(panel.widget.children) == 2
+
+
+def test_a_cell_to_add_shows_highlighted_as_its_type_and_an_edit_as_a_diff():
+    markdown = arguments_html(json.dumps({"source": "## Findings\nPune is *wettest*.", "cell_type": "markdown"}),
+                              "add_cell")
+    assert markdown.startswith("<div><i>markdown cell · 2 lines</i></div>") and "<span" in markdown
+    code = arguments_html(json.dumps({"source": "total = 1", "after": "abc"}), "add_cell")
+    assert code.startswith("<div><i>code cell · 1 line</i></div>") and "&quot;after&quot;: &quot;abc&quot;" in code
+    assert arguments_html(json.dumps({"source": "x"}), "my_tool").startswith("<pre")  # another tool's source: JSON
+    diff = re.sub(r"<[^>]+>", "", change_html("rain = 1\nkeep", "rain = 2\nkeep"))
+    assert diff.startswith("the change · before → after") and "-rain = 1\n+rain = 2\n keep" in diff

@@ -1,5 +1,6 @@
-"""The kernel tools: the agent sees the notebook's variables, inspects values, reads the last error and the last
-cells (read-only), and runs code in the kernel behind approval (``run_python``).
+"""The kernel tools: the agent sees the notebook's variables, inspects values, reads the last error (read-only),
+and runs code in the kernel behind approval (``run_python``). The notebook's cells are
+:mod:`.notebook_tools`'s.
 
 They need the IPython shell, so they live in the Jupyter layer and are built per run::
 
@@ -26,12 +27,14 @@ from typing import Any
 
 from ...record.images import Image, images_for_model
 from ...text import cut, short, take_lines
-from ...tools import MAX_OUTPUT_CHARS, Display, Tool, ToolError, ToolOutput, in_thread, tool
+from ...tools import MAX_OUTPUT_CHARS, Display, Tool, ToolContext, ToolError, ToolOutput, in_thread, tool
 from .code_runner import IMAGE_TYPES, CodeRunner, Execution
 from .describe import describe, one_line, size_hint, type_name
+from .notebook_tools import NOTEBOOK_TOOL_NAMES
 from .tracebacks import cell_names, cell_number, format_error
 
-KERNEL_TOOL_NAMES = ("list_variables", "inspect_variable", "last_error", "notebook_cells", "run_python")
+KERNEL_TOOL_NAMES = ("list_variables", "inspect_variable", "last_error", *NOTEBOOK_TOOL_NAMES, "run_python")
+"""The kernel tools of every run (the notebook tools are :mod:`.notebook_tools`'s)."""
 RUN_PYTHON_TIMEOUT = 300.0
 """Seconds a run_python call may take before it is stopped like an aborted one."""
 """Images one run_python call sends the model; the placeholders of the others say they were not sent."""
@@ -56,11 +59,14 @@ class KernelTools:
         self.shell = shell
         self.runner = CodeRunner(shell)
         self.send_images = images
+        self.executed_calls: list[tuple[str, str]] = []
+        """(call_id, code) of each piece of code run_python ran, in order (``--cells`` writes them)."""
+        # The input history (once the notebook_cells tool) is what read_notebook shows where no notebook is known;
+        # --tools notebook_cells names read_notebook.
         self.tools: list[Tool] = [
             tool(self.list_variables),
             tool(self.inspect_variable),
             tool(self.last_error),
-            tool(self.notebook_cells),
             tool(self.run_python, read_only=False, timeout=RUN_PYTHON_TIMEOUT),
         ]
 
@@ -109,8 +115,9 @@ class KernelTools:
             return "no error so far: no notebook cell has raised an exception in this kernel"
         return self._describe_error(error)
 
-    def notebook_cells(self, count: int = 5) -> str:
-        """The inputs of the last executed notebook cells (before this one), with the text of their Out values.
+    def input_history(self, count: int = 5) -> str:
+        """The inputs of the last executed notebook cells (before this one), with the text of their Out values
+        (what read_notebook shows where no notebook is known).
 
         Args:
             count: how many cells, counted back from the current one (at most 50)
@@ -131,7 +138,7 @@ class KernelTools:
             parts.append(f"[only the last {MAX_CELLS} cells are shown]")
         return "\n".join(parts)
 
-    async def run_python(self, code: str) -> str | ToolOutput:
+    async def run_python(self, code: str, ctx: ToolContext) -> str | ToolOutput:
         """Run Python code in the notebook's kernel, in the user's namespace, the way a cell runs:
         statements, then the value of a final expression; top-level await and IPython syntax work; variables it
         sets stay. It does not add to In/Out. Returns stdout, stderr, displayed outputs (images as
@@ -142,7 +149,12 @@ class KernelTools:
         """
         if re.match(r"\s*%%?agent\b", code):
             raise ValueError("run_python does not start another %%agent run")
-        execution = await self.runner.run(code)
+        ran = len(self.runner.executed)
+        try:
+            execution = await self.runner.run(code)
+        finally:
+            if len(self.runner.executed) > ran:
+                self.executed_calls.append((ctx.call_id, self.runner.executed[-1]))
         displays = [Display(o.data, o.metadata) for o in execution.rich]
         if execution.error is not None:
             text = execution.text()
