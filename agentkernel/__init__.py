@@ -20,6 +20,7 @@ _HOMES = {
     ".loop": ("DEFAULT_SYSTEM_PROMPT", "AgentLoop", "run"),
     ".models": ("AnthropicMessagesModel", "Call", "Model", "ModelError", "ModelRequest", "OpenAIChatModel",
                 "OpenAIResponsesModel", "RecordingModel", "ReplayModel", "ScriptedModel", "Turn"),
+    ".pricing": ("Price",),
     ".record.history": ("HistoryError", "repair_history", "validate_history"),
     ".record.transcript": ("load_transcript",),
     ".result": ("LoopResult",),

@@ -19,6 +19,7 @@ Status = Literal[
     "hit_token_cap",
     "hit_wall_clock",
     "hit_tool_call_cap",
+    "hit_cost_cap",        # the next request's input, or its output past a cut, would pass --max-cost
 ]
 """Every way a run ends. Its code, shown in error cells, is the upper-case form (``REPEATED_TOOL_CALL``)."""
 

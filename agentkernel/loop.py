@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 import time
 import uuid
@@ -44,8 +45,9 @@ from .models.base import (
     Truncation,
     UsageEvent,
 )
+from .pricing import Pricer, no_price_error, price_for
 from .record import history as h
-from .record.context import CONTEXT_FRAME, Compaction, ContextView, estimate
+from .record.context import CONTEXT_FRAME, Compaction, ContextView, estimate, item_tokens
 from .record.transcript import Transcript, transcript_dir
 from .result import LoopResult
 from .secrets import KERNEL, MARKER_START, SECRETS_FRAME
@@ -62,6 +64,10 @@ If you cannot finish, say what you found so far and what you would still need.""
 
 ABORTED_OUTPUT = "aborted: the run was stopped before this call finished"
 
+UNCOUNTED_MARGIN = 1.5
+"""How much more input the cost budget allows for before the server has counted a request (characters / 4
+undercounts JSON and code)."""
+
 YIELD_EVERY = 0.005
 """Seconds a run may go without letting the event loop run (when neither its model nor its tools ever wait)."""
 
@@ -75,11 +81,14 @@ T = TypeVar("T")
 
 @dataclass
 class Response:
-    """What one model request gave: its text, the calls it asked for, and the server's reason if it cut it short."""
+    """What one model request gave: its text, the calls it asked for, the server's reason if it cut it short, and
+    its usage."""
 
     pieces: list[str] = field(default_factory=list)
     calls: list[FunctionCallEvent] = field(default_factory=list)
     truncated: str | None = None
+    usage: UsageEvent | None = None
+    """As the server reported it, or estimated (see :class:`UsageEvent`)."""
     thinking: list[dict[str, Any]] = field(default_factory=list)
     """The :class:`Thinking` blocks it streamed, until the turn's first item takes them."""
 
@@ -116,6 +125,7 @@ class AgentLoop:
         approve: Approver | None = None,
         transcript: str | os.PathLike[str] | bool = False,
         context_window: int | None = None,
+        price: Pricer | None = None,
     ):
         self.model = model
         self.tools = as_registry(tools)
@@ -149,7 +159,11 @@ class AgentLoop:
                                  on_start=lambda call: self.emit(ToolCallStarted, call),
                                  on_finish=lambda result: self.emit(ToolCallFinished, result))
         self.streaming = Response()  # the response being streamed: what arrived of it, if Stop cuts it
-        self.usage = Usage()
+        # What the model's tokens cost (given, the model's own, or genai-prices'); None: unknown.
+        self.price = price_for(model, price)
+        if self.limits.max_cost and self.price is None:
+            raise no_price_error(model)
+        self.usage = Usage(cost=None if self.price is None else 0.0)
         self.rounds = 0
         self.tool_calls = 0
         self.denied_calls = 0
@@ -222,11 +236,14 @@ class AgentLoop:
                 return trip
             if self.context.needs_compaction() and (trip := await self._compact("high water")):
                 return trip
+            cap = self._cost_cap(lambda: self.context.fill)
+            if isinstance(cap, Trip):
+                return cap
             self.rounds += 1
             self.emit(RoundStarted, self.rounds)
 
             try:
-                response = await self._race(self._sample())
+                response = await self._race(self._sample(cap))
             except _Stopped as stopped:
                 self._commit_text(self.streaming.text)  # what streamed so far; half-made calls are dropped
                 return stopped.trip
@@ -241,7 +258,7 @@ class AgentLoop:
             answer = self._commit_text(response.text)
             calls = [self._commit_call(event) for event in response.calls]
             if response.truncated:
-                return self._truncated(response.truncated, bool(answer.strip()), calls)
+                return self._truncated(response.truncated, bool(answer.strip()), calls, self._budget_cut(cap))
 
             if trip := self.limits.check_tokens(self.usage):
                 self._commit_results(self.runner.unfinished(
@@ -271,17 +288,31 @@ class AgentLoop:
         frames = [CONTEXT_FRAME] * bool(self.compactions) + [SECRETS_FRAME] * self.shows_secrets
         return "\n\n".join([self.system, *frames] if self.system else frames)
 
-    async def _sample(self) -> Response:
+    async def _sample(self, cap: int | None = None) -> Response:
         self.context.sent()
-        response = await self._stream(ModelRequest(self.system_prompt, self.context.items, self.schemas))
+        request = ModelRequest(self.system_prompt, self.context.items, self.schemas, max_output_tokens=cap,
+                               cache_key=self.run_id)
+        response = await self._stream(request)
         self.emit(ContextUpdated, self.context.fill, self.context.window)
         return response
 
     async def _stream(self, request: ModelRequest) -> Response:
-        """Stream one request into a :class:`Response` (:attr:`streaming` meanwhile); usage into ``self.usage``."""
-        turn = request.purpose == "turn"
+        """Stream one request into a :class:`Response` (:attr:`streaming` meanwhile); usage into ``self.usage``,
+        estimated when Stop, the wall clock or the text-loop guard cut the response before the server sent it."""
         self.text_loop.reset()
         response = self.streaming = Response()
+        try:
+            await self._stream_into(response, request)
+        except (_Stopped, asyncio.CancelledError):  # cut short: the tokens it used still count
+            if response.usage is None:
+                self._count(self._estimated_usage(request, response), request.purpose == "turn", response)
+            self.usage.requests += 1
+            raise
+        self.usage.requests += 1
+        return response
+
+    async def _stream_into(self, response: Response, request: ModelRequest) -> None:
+        turn = request.purpose == "turn"
         async with contextlib.aclosing(self.model.stream(request)) as stream:  # an abort disconnects at once
             async for event in stream:
                 if isinstance(event, TextDelta):
@@ -296,17 +327,47 @@ class AgentLoop:
                 elif isinstance(event, FunctionCallEvent):
                     response.calls.append(event)
                 elif isinstance(event, UsageEvent):
-                    self.usage.input_tokens += event.input_tokens
-                    self.usage.output_tokens += event.output_tokens
-                    if turn and self.reports_prompt:
-                        self.context.observe(event.input_tokens)
-                    self.emit(UsageUpdated, self.usage)
+                    self._count(event, turn, response)
                 elif isinstance(event, Truncation):
                     response.truncated = response.truncated or event.reason
                 elif isinstance(event, Thinking):
                     response.thinking.extend(event.blocks)
-        self.usage.requests += 1
-        return response
+
+    # -- usage and cost ---------------------------------------------------------------------------------------
+
+    def _count(self, event: UsageEvent, turn: bool, response: Response) -> None:
+        """Add a response's usage, priced, to the run's."""
+        response.usage = event
+        self.usage.add(event, None if self.price is None else self.price.cost(event))
+        if turn and self.reports_prompt and not event.estimated:
+            self.context.observe(event.input_tokens)
+        if self.transcript:
+            self.transcript.write({"event": "usage", **{k: v for k, v in vars(event).items() if v}})
+        self.emit(UsageUpdated, self.usage)
+
+    def _estimated_usage(self, request: ModelRequest, response: Response) -> UsageEvent:
+        """A response cut before the server sent its usage: characters / 4 of what was sent and streamed."""
+        streamed = estimate(response.text) + sum(estimate(call.arguments) for call in response.calls)
+        return UsageEvent(self._request_tokens(request), streamed, estimated=True)
+
+    def _request_tokens(self, request: ModelRequest) -> int:
+        """The input tokens of ``request`` as the context view estimates them."""
+        if request.purpose == "turn":
+            return self.context.fill
+        return round(self.context.ratio * (self.context.fixed + sum(map(item_tokens, request.history))))
+
+    def _cost_cap(self, input_tokens: Callable[[], int]) -> Trip | int | None:
+        """The cost budget's say on the next request (see :meth:`Limits.check_cost`), given its input estimate;
+        before the server's first count, with room for a tokenizer that counts more than characters / 4."""
+        if not self.limits.max_cost:
+            return None
+        estimated = input_tokens() if self.context.base is not None else math.ceil(UNCOUNTED_MARGIN * input_tokens())
+        return self.limits.check_cost(self.usage, self.price, estimated)
+
+    def _budget_cut(self, cap: int | None) -> bool:
+        """Whether an output cap of ``cap`` was the cost budget's (lower than the model's own)."""
+        own = getattr(self.model, "max_output_tokens", None)
+        return cap is not None and (own is None or cap < own)
 
     # -- the context window -----------------------------------------------------------------------------------
 
@@ -348,6 +409,10 @@ class AgentLoop:
         if self.limits.check_before_request(self.usage):
             return None
         request = ModelRequest(self.system_prompt, items, self.schemas, purpose="summary")
+        cap = self._cost_cap(lambda: self._request_tokens(request))
+        if isinstance(cap, Trip):
+            return None
+        request.max_output_tokens = cap
         try:
             response = await self._race(self._stream(request))
         except ModelError:
@@ -360,8 +425,10 @@ class AgentLoop:
         if signature is not None:
             self.repeats.forgive(*signature)
 
-    def _truncated(self, reason: str, had_text: bool, calls: list[ToolCall]) -> Trip:
-        """End the run on a response the server cut short: its calls may be incomplete, so none of them runs."""
+    def _truncated(self, reason: str, had_text: bool, calls: list[ToolCall], budget: bool = False) -> Trip:
+        """End the run on a response the server cut short: its calls may be incomplete, so none of them runs.
+
+        ``budget``: the output cap was the cost budget's, so the run ends as ``hit_cost_cap``."""
         why = f"the server cut the model's response short ({reason})"
         if reason in OUTPUT_LIMIT_REASONS:  # whose cap was it: this run's max_output_tokens, or the server's own
             cap = getattr(self.model, "max_output_tokens", None)
@@ -371,6 +438,9 @@ class AgentLoop:
         self._commit_results(self.runner.unfinished(calls, f"not run: {why}", "not_run"))
         kept = "; the text that arrived is kept" if had_text else ""
         skipped = f"; {len(calls)} tool call{'s' * (len(calls) != 1)} not run" if calls else ""
+        if budget:
+            trip = self.limits.cost_trip(self.usage)
+            return Trip(trip.status, trip.detail + kept + skipped)
         return Trip("truncated", why + kept + skipped)
 
     async def _run_tools(self, text: str, calls: list[ToolCall]) -> Trip | None:
@@ -497,7 +567,8 @@ class AgentLoop:
             transcript=str(self.transcript.path) if self.transcript else None,
         )
         if self.transcript:
-            self.transcript.write({"event": "finish", "status": result.status, "detail": result.detail})
+            self.transcript.write({"event": "finish", "status": result.status, "detail": result.detail,
+                                   "usage": vars(self.usage).copy()})
             self.transcript.close()
         self.result = result
         self.emit(RunFinished, result)

@@ -74,17 +74,18 @@ class LoopResult:
         """One sentence about the run, made without asking the model."""
         work = self.work
         denied = f" ({self.denied})" if self.denied_calls else ""
+        used = f" Used {self.usage.line}." if self.usage.cost is not None else ""  # a priced run says what it cost
         if self.status == "complete":
-            return f"Answered after {work}{denied}."
+            return f"Answered after {work}{denied}.{used}"
         detail = self.detail_clause
-        return f"Stopped with {self.status.upper()} after {work}{denied}{': ' + detail if detail else ''}."
+        return f"Stopped with {self.status.upper()} after {work}{denied}{': ' + detail if detail else ''}.{used}"
 
     # -- display in a notebook: a short summary, never the whole history -------------------------------------
 
     def _summary_lines(self) -> list[str]:
         lines = [f"LoopResult: {self.status} · {_count(self.rounds, 'round')} · "
-                 f"{_count(self.tool_calls, 'tool call')} · {_count(self.usage.total_tokens, 'token')}"
-                 + (f" · {self.denied}" if self.denied_calls else "")]
+                 f"{_count(self.tool_calls, 'tool call')}" + (f" · {self.denied}" if self.denied_calls else "")
+                 + f" · {self.usage.line}"]
         if self.detail:
             lines.append(f"why: {short(self.detail, 300)}")
         if self.answer:

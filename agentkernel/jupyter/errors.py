@@ -74,6 +74,10 @@ class HitToolCallCap(AgentStop):
     """The run used its tool-call budget (``--max-tool-calls``)."""
 
 
+class HitCostCap(AgentStop):
+    """The run used its cost budget (``--max-cost``)."""
+
+
 STOP_ERRORS: dict[Status, type[AgentStop]] = {
     "repeated_tool_call": RepeatedToolCall,
     "no_progress": NoProgress,
@@ -85,4 +89,5 @@ STOP_ERRORS: dict[Status, type[AgentStop]] = {
     "hit_token_cap": HitTokenCap,
     "hit_wall_clock": HitWallClock,
     "hit_tool_call_cap": HitToolCallCap,
+    "hit_cost_cap": HitCostCap,
 }

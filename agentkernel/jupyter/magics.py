@@ -31,6 +31,7 @@ from ..guards import GuardConfig
 from ..loop import AgentLoop
 from ..models.base import Model, accepts_images
 from ..models.providers import resolve, split_model
+from ..pricing import parse_price
 from ..record.transcript import load_transcript
 from ..result import LoopResult
 from ..secrets import KERNEL, MIN_SECRET_CHARS, SecretSet, marker
@@ -292,6 +293,7 @@ class AgentMagics(Magics):
             max_tokens=options.max_tokens or None,
             max_seconds=options.max_seconds or None,
             max_tool_calls=options.max_tool_calls or None,
+            max_cost=options.max_cost or None,
         )
         if options.text_repeats == 1:
             raise AgentConfigError("--text-repeats needs 0 (off) or at least 2: a chunk seen once is no repeat")
@@ -330,6 +332,7 @@ class AgentMagics(Magics):
             approve=self.approver(panel, options, clickable, notebook, untrusted),
             transcript=options.transcripts,
             context_window=options.context_window or None,
+            price=parse_price(options.price) if options.price else None,
         )
         bundle = panel.widget._repr_mimebundle_()
         bundle["text/plain"] = PANEL_TEXT  # a fixed text, so saved notebooks compare equal under nbval

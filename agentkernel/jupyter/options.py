@@ -120,6 +120,13 @@ class AgentOptions:
                                 help="wall clock; cuts an in-flight request or tool")
     max_tool_calls: int = option(0, "--max-tool-calls", group="budgets", metavar="N",
                                  help="cap on tool calls; calls past it are not run")
+    max_cost: float = option(0.0, "--max-cost", group="budgets", metavar="USD",
+                             help="cap on the run's cost in USD (needs the model's price: genai-prices' or "
+                                  "--price): a request the rest cannot pay is not made, and each response's output "
+                                  "cap is lowered to what is left")
+    price: str = option("", "--price", group="budgets", metavar="IN,OUT[,CACHED_IN]",
+                        help="the model's price in USD per million input, output (and cached input) tokens; 0 for "
+                             "a free local server", shown="genai-prices' data for the model and its base URL")
     max_output_tokens: int = option(0, "--max-output-tokens", group="budgets", metavar="N",
                                     help="cap on each model response, sent with the request; a response cut by it "
                                          "ends the run as truncated", shown="0 = the server's own limit")

@@ -42,7 +42,7 @@ from ..events import (
 from ..stop import StopSignal
 from ..text import cut
 from ..tools import Decision, Tool, ToolCall, ToolResult
-from ..usage import Limits
+from ..usage import Limits, Usage
 from .render import HTML_OUTPUT_CHARS, arguments_html, call_title, change_html, same_call
 
 PANEL_TEXT = "<agentkernel panel: the live view needs a widget front end; the run's transcript follows>"
@@ -105,13 +105,15 @@ class Panel:
         self.calls = 0
         self.denied = 0
         self.tokens = 0
+        self.usage = Usage()
         self.state = "running"
         self.status = widgets.HTML()
         self.bars: dict[str, widgets.FloatProgress] = {}
         for key, label, limit in (("rounds", "rounds", limits.max_iterations),
                                   ("tokens", "tokens", limits.max_tokens),
                                   ("seconds", "seconds", limits.max_seconds),
-                                  ("calls", "tool calls", limits.max_tool_calls)):
+                                  ("calls", "tool calls", limits.max_tool_calls),
+                                  ("cost", "cost (USD)", limits.max_cost)):
             if limit:
                 self.bars[key] = widgets.FloatProgress(value=0, min=0, max=float(limit), description=label)
         self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop",
@@ -170,7 +172,7 @@ class Panel:
             self.round = event.round
             self.drop_unfinished_writing()
         elif isinstance(event, UsageUpdated):
-            self.tokens = event.usage.total_tokens
+            self.tokens, self.usage = event.usage.total_tokens, event.usage
         elif isinstance(event, ContextUpdated):
             self.context = (event.fill, event.window) if event.window else None
         elif isinstance(event, ContextCompacted):
@@ -373,11 +375,11 @@ class Panel:
         elapsed = time.monotonic() - self.started
         denied = f" · {self.denied} call{'s' * (self.denied != 1)} denied" if self.denied else ""
         status = (f"<code>{self.state} · round {self.round} · {self.calls} tool call{'s' * (self.calls != 1)}"
-                  f"{denied} · {self.tokens} tokens · {elapsed:.1f} s</code>")
+                  f"{denied} · {self.usage.line} · {elapsed:.1f} s</code>")
         if status != self.status.value:
             self.status.value = status
         for key, value in (("rounds", self.round), ("tokens", self.tokens), ("seconds", elapsed),
-                           ("calls", self.calls)):
+                           ("calls", self.calls), ("cost", self.usage.cost or 0.0)):
             if key in self.bars:
                 self.bars[key].value = min(float(value), self.bars[key].max)
         if self.context is not None:

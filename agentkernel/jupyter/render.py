@@ -111,7 +111,7 @@ def headline(result: LoopResult) -> str:
     return (f"agent: {result.status} · {result.rounds} round{'s' * (result.rounds != 1)} · "
             f"{result.tool_calls} tool call{'s' * (result.tool_calls != 1)}"
             + (f" · {result.denied}" if result.denied_calls else "")
-            + f" · {result.usage.total_tokens} tokens"
+            + f" · {result.usage.line}"
             + (f" · {compacted} compaction{'s' * (compacted != 1)}" if compacted else ""))
 
 

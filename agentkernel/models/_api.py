@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from ..record.history import Item
 from ..secrets import MIN_SECRET_CHARS, redact_text
 from ..text import short
-from .base import ContextOverflowError, ModelError
+from .base import ContextOverflowError, ModelError, ModelRequest
 from .overflow import overflow_numbers
 from .providers import LOCAL_PLACEHOLDER_KEY, Provider, same_url
 
@@ -46,7 +46,8 @@ class ApiModel:
 
     def __init__(self, model: str, *, provider: Provider, client: Any = None, base_url: str | None = None,
                  api_key: str | None = None, api_key_env: str | None = None, max_output_tokens: int | None = None,
-                 temperature: float | None = None, max_retries: int = 2, timeout: Any = None):
+                 temperature: float | None = None, max_retries: int = 2, timeout: Any = None,
+                 price_provider: str | None = None):
         if max_output_tokens is not None and max_output_tokens < 1:
             raise ValueError(f"max_output_tokens must be a positive number of tokens, not {max_output_tokens}")
         self.model = model
@@ -63,6 +64,7 @@ class ApiModel:
         self._max_retries = max_retries
         self._timeout = timeout
         self._discovered: tuple[int | None] | None = None
+        self._price_provider = price_provider
 
     @property
     def api_url(self) -> str:
@@ -100,13 +102,32 @@ class ApiModel:
         """The key to send (see the provider's rules); raises ModelError when the provider's API would get none."""
         return self.provider.key(self._base_url, api_key=self._api_key, api_key_env=self._api_key_env)
 
-    def sampling_options(self, max_tokens_field: str) -> dict[str, Any]:
-        """``temperature`` and the output cap (sent as ``max_tokens_field``), only those that are set."""
+    @property
+    def price_provider(self) -> str | None:
+        """Whose prices apply (a ``genai-prices`` provider id): ``price_provider`` if given (``openai`` for a proxy of
+        the OpenAI API), else the provider's when requests go to its own URL; ``None`` leaves it to the base URL
+        (see :mod:`agentkernel.pricing`)."""
+        if self._price_provider:
+            return self._price_provider
+        own = bool(self.provider.url) and same_url(self.base_url, self.provider.url or "")
+        return self.provider.prices if own else None
+
+    def output_cap(self, request: ModelRequest, default: int | None = None) -> int | None:
+        """The response's output cap: the lower of the model's own (else ``default``) and the request's (the cost
+        budget's)."""
+        caps = [cap for cap in (self.max_output_tokens or default, request.max_output_tokens) if cap is not None]
+        return min(caps) if caps else None
+
+    def sampling_options(self, max_tokens_field: str, request: ModelRequest) -> dict[str, Any]:
+        """``temperature``, the output cap (sent as ``max_tokens_field``, see :meth:`output_cap`) and, for OpenAI,
+        the run's ``prompt_cache_key``; only those that are set."""
         options: dict[str, Any] = {}
-        if self.max_output_tokens is not None:
-            options[max_tokens_field] = self.max_output_tokens
+        if (cap := self.output_cap(request)) is not None:
+            options[max_tokens_field] = cap
         if self.temperature is not None:
             options["temperature"] = self.temperature
+        if request.cache_key and self.price_provider == "openai":  # other servers may refuse a field they lack
+            options["prompt_cache_key"] = request.cache_key
         return options
 
     @contextlib.asynccontextmanager

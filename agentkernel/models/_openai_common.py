@@ -30,7 +30,8 @@ class OpenAIModelBase(ApiModel):
     in is used as it is.
 
     ``max_output_tokens`` caps each response (Responses ``max_output_tokens``; Chat ``max_completion_tokens``
-    for the OpenAI API, ``max_tokens`` for other servers); ``temperature`` is sent when set.
+    for the OpenAI API, ``max_tokens`` for other servers); ``temperature`` is sent when set. ``price_provider``
+    prices the model as that provider's (a genai-prices id: ``openai`` for a proxy of the OpenAI API).
     """
 
     sdk = openai
@@ -49,10 +50,11 @@ class OpenAIModelBase(ApiModel):
         max_retries: int = 2,
         timeout: float | openai.Timeout | None = DEFAULT_TIMEOUT,
         provider: Provider = OPENAI,
+        price_provider: str | None = None,
     ):
         super().__init__(model, provider=provider, client=client, base_url=base_url, api_key=api_key,
                          api_key_env=api_key_env, max_output_tokens=max_output_tokens, temperature=temperature,
-                         max_retries=max_retries, timeout=timeout)
+                         max_retries=max_retries, timeout=timeout, price_provider=price_provider)
 
     @property
     def client(self) -> openai.AsyncOpenAI:

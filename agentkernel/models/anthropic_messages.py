@@ -187,11 +187,11 @@ class AnthropicMessagesModel(ApiModel):
                  api_key: str | None = None, api_key_env: str | None = None, max_output_tokens: int | None = None,
                  temperature: float | None = None, max_retries: int = 2,
                  timeout: float | anthropic.Timeout | None = DEFAULT_TIMEOUT, thinking: int | None = None,
-                 cache: bool = True, provider: Provider = ANTHROPIC):
+                 cache: bool = True, provider: Provider = ANTHROPIC, price_provider: str | None = None):
         super().__init__(model, provider=provider, client=client,
                          base_url=anthropic_root(base_url) if base_url else None, api_key=api_key,
                          api_key_env=api_key_env, max_output_tokens=max_output_tokens, temperature=temperature,
-                         max_retries=max_retries, timeout=timeout)
+                         max_retries=max_retries, timeout=timeout, price_provider=price_provider)
         self.thinking = thinking
         self.cache = cache
         self._messages = InputCache(add_message)
@@ -243,7 +243,7 @@ class AnthropicMessagesModel(ApiModel):
             elif tools:
                 tools[-1] = {**tools[-1], "cache_control": CACHE}
         options: dict[str, Any] = {"model": self.model, "messages": messages,
-                                   "max_tokens": self.max_output_tokens or DEFAULT_MAX_TOKENS}
+                                   "max_tokens": self.output_cap(request, DEFAULT_MAX_TOKENS)}
         if system:
             options["system"] = system
         if tools:

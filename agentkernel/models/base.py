@@ -19,6 +19,12 @@ class ModelRequest:
     purpose: str = "turn"
     """``turn`` (the next step of the run) or ``summary`` (compaction asks for a note on the turns given; the
     history then ends with the instruction; a scripted model answers it without using up a scripted turn)."""
+    max_output_tokens: int | None = None
+    """A cap on this response's tokens, lower than the model's own ``max_output_tokens`` when the run's cost budget
+    has less left (``None``: the model's own cap alone)."""
+    cache_key: str | None = None
+    """Names the run, for a server that routes requests with one key to one prompt cache (OpenAI's
+    ``prompt_cache_key``); a model may ignore it."""
 
 
 @dataclass
@@ -60,7 +66,15 @@ class FunctionCallProgress:
 
 @dataclass
 class UsageEvent:
-    """Token usage as reported by the API for one response."""
+    """Token usage of one response, as the API reported it.
+
+    ``input_tokens`` counts every input token of the request, those read from or written to the prompt cache
+    included (Anthropic reports them apart: its adapter adds them in); ``cache_read_tokens`` (OpenAI's
+    ``cached_tokens``, Anthropic's ``cache_read_input_tokens``) and ``cache_write_tokens`` (Anthropic's
+    ``cache_creation_input_tokens``) say how many of them; ``reasoning_tokens`` how many of ``output_tokens`` the
+    model spent reasoning, where reported. ``estimated``: the server sent no usage (the response was cut short) and
+    the loop estimated it from the characters sent and streamed.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0

@@ -24,6 +24,7 @@ those two checks.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -124,7 +125,9 @@ def event_to_dict(event: ModelEvent) -> dict[str, Any]:
     if isinstance(event, FunctionCallEvent):
         return {"type": "function_call", "call_id": event.call_id, "name": event.name, "arguments": event.arguments}
     if isinstance(event, UsageEvent):
-        return {"type": "usage", "input_tokens": event.input_tokens, "output_tokens": event.output_tokens}
+        extra = {name: value for name, value in dataclasses.asdict(event).items()
+                 if value and name not in ("input_tokens", "output_tokens")}  # as before: tokens always
+        return {"type": "usage", "input_tokens": event.input_tokens, "output_tokens": event.output_tokens, **extra}
     if isinstance(event, Truncation):
         return {"type": "truncated", "reason": event.reason}
     if isinstance(event, Thinking):
@@ -140,7 +143,7 @@ def event_from_dict(data: dict[str, Any]) -> ModelEvent:
     if kind == "function_call":
         return FunctionCallEvent(call_id=data["call_id"], name=data["name"], arguments=data["arguments"])
     if kind == "usage":
-        return UsageEvent(input_tokens=data.get("input_tokens", 0), output_tokens=data.get("output_tokens", 0))
+        return UsageEvent(**{f.name: data[f.name] for f in dataclasses.fields(UsageEvent) if f.name in data})
     if kind == "truncated":
         return Truncation(str(data.get("reason") or "incomplete"))
     if kind == "thinking":

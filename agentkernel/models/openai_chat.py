@@ -138,7 +138,7 @@ class OpenAIChatModel(OpenAIModelBase):
             tools=cast(list[ChatCompletionToolUnionParam], chat_tools(request.tools)) if request.tools else omit,
             stream=True,
             stream_options={"include_usage": True},
-            **self.sampling_options(self.output_cap_field),
+            **self.sampling_options(self.output_cap_field, request),
         )
         calls: dict[int, _PartialCall] = {}
         usage: CompletionUsage | None = None
@@ -164,7 +164,7 @@ class OpenAIChatModel(OpenAIModelBase):
             call = calls[index]
             yield FunctionCallEvent(call_id=call.call_id, name=call.name, arguments=call.arguments)
         if usage is not None:
-            yield UsageEvent(input_tokens=usage.prompt_tokens or 0, output_tokens=usage.completion_tokens or 0)
+            yield _usage(usage)
         if finish in TRUNCATING_FINISH_REASONS:
             yield Truncation(finish)
 
@@ -182,3 +182,10 @@ def _add_piece(calls: dict[int, _PartialCall], piece: ChoiceDeltaToolCall) -> in
         call.name = call.name or function.name or ""
         call.arguments += function.arguments or ""
     return index
+
+
+def _usage(usage: CompletionUsage) -> UsageEvent:
+    cached = usage.prompt_tokens_details.cached_tokens if usage.prompt_tokens_details else 0
+    reasoning = usage.completion_tokens_details.reasoning_tokens if usage.completion_tokens_details else 0
+    return UsageEvent(input_tokens=usage.prompt_tokens or 0, output_tokens=usage.completion_tokens or 0,
+                      cache_read_tokens=cached or 0, reasoning_tokens=reasoning or 0)

@@ -85,7 +85,7 @@ class OpenAIResponsesModel(OpenAIModelBase):
             instructions=request.system or omit,
             tools=cast(list[ToolParam], request.tools) if request.tools else omit,
             stream=True,
-            **self.sampling_options("max_output_tokens"),
+            **self.sampling_options("max_output_tokens", request),
         )
         writing: dict[str, ResponseFunctionToolCall] = {}  # calls still being written, by item id
         ended = False
@@ -131,4 +131,7 @@ class OpenAIResponsesModel(OpenAIModelBase):
 def _usage(usage: ResponseUsage | None) -> UsageEvent:
     if usage is None:
         return UsageEvent()
-    return UsageEvent(input_tokens=usage.input_tokens or 0, output_tokens=usage.output_tokens or 0)
+    cached = usage.input_tokens_details.cached_tokens if usage.input_tokens_details else 0
+    reasoning = usage.output_tokens_details.reasoning_tokens if usage.output_tokens_details else 0
+    return UsageEvent(input_tokens=usage.input_tokens or 0, output_tokens=usage.output_tokens or 0,
+                      cache_read_tokens=cached or 0, reasoning_tokens=reasoning or 0)

@@ -42,6 +42,8 @@ class Provider:
     """The variable holding its key; None: it takes no key (a local server) unless ``api_key_env`` names one."""
     url_env: str | None = None
     """The variable that may name another URL for it (which then gets the key too)."""
+    prices: str | None = None
+    """Its provider id in genai-prices' data, whose prices apply at its own URL (see :mod:`agentkernel.pricing`)."""
 
     def default_url(self) -> str | None:
         """The URL used when none is given: the environment's (``url_env``), else the provider's own."""
@@ -83,15 +85,18 @@ class Provider:
         return f"{self.key_env} goes only to {where}"
 
 
-OPENAI = Provider("openai", "OpenAI", "responses", "https://api.openai.com/v1", "OPENAI_API_KEY", "OPENAI_BASE_URL")
+OPENAI = Provider("openai", "OpenAI", "responses", "https://api.openai.com/v1", "OPENAI_API_KEY", "OPENAI_BASE_URL",
+                  prices="openai")
 ANTHROPIC = Provider("anthropic", "Anthropic", "anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY",
-                     "ANTHROPIC_BASE_URL")
+                     "ANTHROPIC_BASE_URL", prices="anthropic")
 PROVIDERS: dict[str, Provider] = {p.name: p for p in (
     OPENAI,
     ANTHROPIC,
-    Provider("gemini", "Gemini", "chat", "https://generativelanguage.googleapis.com/v1beta/openai/", "GEMINI_API_KEY"),
+    Provider("gemini", "Gemini", "chat", "https://generativelanguage.googleapis.com/v1beta/openai/", "GEMINI_API_KEY",
+             prices="google"),
     Provider("ollama", "Ollama", "chat", "http://localhost:11434/v1"),
-    Provider("openrouter", "OpenRouter", "chat", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
+    Provider("openrouter", "OpenRouter", "chat", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY",
+             prices="openrouter"),
     Provider("openai-compatible", "OpenAI", "chat", None),
 )}
 """Every provider a model string may name, by its prefix."""

@@ -24,7 +24,8 @@ class Transcript:
     """Appends a run's items to a JSONL file as they are committed, flushing each line.
 
     Lines are ``{"event": "item", "item": {...}}``, with one ``{"event": "start", ...}`` first and one
-    ``{"event": "finish", ...}`` last, so a kernel that dies loses nothing committed before it died. A tool
+    ``{"event": "finish", ...}`` last (with the run's ``usage`` sums), and a ``{"event": "usage", ...}`` for each
+    response's tokens, so a kernel that dies loses nothing committed before it died. A tool
     output's images are written as references (type, size, bytes, sha256; see
     :func:`~agentkernel.record.images.image_reference`), not their data. Text that UTF-8 cannot encode (lone surrogates)
     is written as JSON escapes. No value of the kernel's secret set is written: each is its marker

@@ -60,6 +60,10 @@ plotter = ScriptedModel([Call("run_python", {"code": PLOT}), "Plotted."])''',
         "%%agent -m plotter --tools run_python\nPlot something.",
         "print('plotted' in globals(), _agent.executed_code == [PLOT])",
     ],
+    "cost.ipynb": [
+        SETUP + "reader = ScriptedModel([Call('read_file', {'path': 'notes.txt'}), 'The notes say hello.'])",
+        "%%agent -m reader --tools read_file --price 300,1200 --max-cost 1\nWhat do the notes say?",
+    ],
     "mcp.ipynb": [
         SETUP + "imager = ScriptedModel([Call('everything__get-tiny-image'), 'Here is the logo.'])",
         "%%agent -m imager --tools read_file --mcp everything\nShow me the logo.",
@@ -123,6 +127,17 @@ def test_repeated_call_guard_ends_the_cell_with_an_error(open_notebook: OpenNote
     expect(nb.output(1).get_by_text("agent: repeated_tool_call ·")).to_have_count(0)
     nb.run_and_wait(2)
     expect(nb.output(2)).to_have_text(re.compile(r"after guard: repeated_tool_call"))
+
+
+def test_the_panel_shows_the_cost_beside_the_tokens_and_its_budget_bar(open_notebook: OpenNotebook) -> None:
+    nb = open_notebook("cost.ipynb")
+    nb.run_and_wait(0)
+    nb.run_and_wait(1)
+    expect(nb.output(1)).to_contain_text("The notes say hello.")
+    nb.shot("cost-1-panel", 1)
+    expect(nb.status(1)).to_contain_text(re.compile(r"complete · round 2 · 1 tool call · [\d,]+ in · [\d,]+ out · "
+                                                    r"\$0\.\d{4}"))
+    expect(nb.output(1).get_by_text("cost (USD)")).to_be_visible()  # the budget's bar, beside the others
 
 
 def test_notebook_interrupt_aborts_cleanly(open_notebook: OpenNotebook) -> None:

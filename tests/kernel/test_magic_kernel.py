@@ -113,7 +113,8 @@ def test_agent_cell_completes_with_panel_and_static_rendering(kernel: KernelSess
     assert WIDGET_VIEW in panel and panel["text/plain"] == PANEL_TEXT
     assert "<details>" in static["text/html"] and "read_file" in static["text/html"]
     headline, *transcript = static["text/plain"].splitlines()
-    assert re.fullmatch(r"agent: complete · 2 rounds · 1 tool call · \d+ tokens", headline), headline
+    assert re.fullmatch(r"agent: complete · 2 rounds · 1 tool call · [\d,]+ in · [\d,]+ out · cost unknown",
+                        headline), headline
     assert transcript == ['▸ read_file(path="x.txt") · ok', "  │ hello", "It says **hello**."]
     assert WIDGET_VIEW in static  # an empty widget: a live front end shows the panel only, not the run twice
     buttons = [m for m in cell.of_type("comm_open") if m["content"]["data"]["state"].get("description") == "Stop"]

@@ -164,10 +164,12 @@ def responses_events(
     usage: tuple[int, int] = (10, 5),
     complete: bool = True,
     incomplete: str | None = None,
+    cached: int = 0,
 ) -> list[str]:
     """A Responses API stream: text deltas, then one function_call item per (call_id, name, arguments).
 
-    ``incomplete`` ends it with ``response.incomplete`` for that reason instead of ``response.completed``.
+    ``incomplete`` ends it with ``response.incomplete`` for that reason instead of ``response.completed``;
+    ``cached`` is the usage's ``input_tokens_details.cached_tokens``.
     """
     seq = iter(range(10_000))
     response: dict[str, Any] = {"id": "resp_1", "object": "response", "created_at": 0, "model": "test-model",
@@ -204,7 +206,7 @@ def responses_events(
     if complete:
         final = dict(response, status="incomplete" if incomplete else "completed", output=output, usage={
             "input_tokens": usage[0], "output_tokens": usage[1], "total_tokens": sum(usage),
-            "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}})
+            "input_tokens_details": {"cached_tokens": cached}, "output_tokens_details": {"reasoning_tokens": 0}})
         kind = "response.completed"
         if incomplete:
             final["incomplete_details"] = {"reason": incomplete}
@@ -224,14 +226,16 @@ def responses_call_started(call_id: str, name: str, arguments: str, index: int =
 
 
 def chat_chunk(delta: dict[str, Any] | None = None, finish: str | None = None,
-               usage: tuple[int, int] | None = None) -> str:
-    """One ``chat.completion.chunk`` SSE event (``delta=None`` makes the usage-only final chunk)."""
+               usage: tuple[int, int] | None = None, cached: int = 0) -> str:
+    """One ``chat.completion.chunk`` SSE event (``delta=None`` makes the usage-only final chunk; ``cached``: its
+    ``prompt_tokens_details.cached_tokens``)."""
     chunk: dict[str, Any] = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0,
                              "model": "test-model", "choices": []}
     if delta is not None:
         chunk["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]
     if usage is not None:
-        chunk["usage"] = {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)}
+        chunk["usage"] = {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage),
+                          "prompt_tokens_details": {"cached_tokens": cached}}
     return _sse(chunk)
 
 
@@ -240,6 +244,7 @@ def chat_events(
     calls: Sequence[tuple[str, str, Sequence[str]]] = (),
     usage: tuple[int, int] | None = (10, 5),
     finish: str | None = None,
+    cached: int = 0,
 ) -> list[str]:
     """A Chat Completions stream; each call is (id, name, argument pieces), its pieces in separate chunks.
 
@@ -255,7 +260,7 @@ def chat_events(
                    for piece in pieces]
     events.append(chat_chunk({}, finish=finish or ("tool_calls" if calls else "stop")))
     if usage is not None:
-        events.append(chat_chunk(None, usage=usage))
+        events.append(chat_chunk(None, usage=usage, cached=cached))
     events.append("data: [DONE]\n\n")
     return events
 
@@ -404,12 +409,19 @@ class WindowServer(ScriptedServer):
         answer = self.reply(body, prompt_tokens)
         if isinstance(answer, Reply):
             return answer
+        return self.answer_reply(chat, body, prompt_tokens, answer)
+
+    def answer_reply(self, chat: bool, body: dict[str, Any], prompt_tokens: int, answer: Answer,
+                     cached: int = 0, cut: bool = False) -> Reply:
+        """``answer`` streamed in the shape of the API the request went to, with ``prompt_tokens`` (of which
+        ``cached`` from a prompt cache) in its usage; ``cut``: ended as cut at the request's output cap."""
         if chat:
             include_usage = (body.get("stream_options") or {}).get("include_usage")
             usage = (prompt_tokens, answer.tokens()) if include_usage else None
             calls = [(call_id, name, [arguments]) for call_id, name, arguments in answer.calls]
-            return Reply(chat_events(answer.text, calls, usage=usage))
-        return Reply(responses_events(answer.text, answer.calls, usage=(prompt_tokens, answer.tokens())))
+            return Reply(chat_events(answer.text, calls, usage=usage, cached=cached, finish="length" if cut else None))
+        return Reply(responses_events(answer.text, answer.calls, usage=(prompt_tokens, answer.tokens()),
+                                      cached=cached, incomplete="max_output_tokens" if cut else None))
 
     def overflow_reply(self, chat: bool, prompt_tokens: int, output_tokens: int = 0) -> Reply:
         """The refusal of a ``prompt_tokens`` request, as :attr:`overflow` says (``output_tokens``: its cap)."""

@@ -127,14 +127,20 @@ def test_transcript_is_written_item_by_item_and_flushed(tmp_path):
     script = [Turn(text="Reading.", calls=[Call("slow_read", {"path": "a"}, call_id="c1")]), "Done."]
     result = run_sync("read a", model=ScriptedModel(script), tools=[slow_read], transcript=path)
 
-    # While the tool ran, everything committed so far was already on disk (and not the finish line).
-    assert [r["event"] for r in seen_during_tool] == ["start", "item", "item", "item"]
-    assert [r["item"]["type"] for r in seen_during_tool[1:]] == ["message", "message", "function_call"]
+    # While the tool ran, everything committed so far was already on disk (and not the finish line): the items, and
+    # the usage of the response that asked for the call.
+    assert [r["event"] for r in seen_during_tool] == ["start", "item", "usage", "item", "item"]
+    assert [r["item"]["type"] for r in seen_during_tool if r["event"] == "item"] == ["message", "message",
+                                                                                     "function_call"]
     assert seen_during_tool[0]["run_id"] == result.run_id
 
     records = read_lines(path)
-    assert records[0]["event"] == "start" and records[-1] == {"event": "finish", "status": "complete", "detail": ""}
-    assert [r["item"] for r in records[1:-1]] == result.history
+    finish = records[-1]
+    assert records[0]["event"] == "start" and (finish["event"], finish["status"], finish["detail"]) == (
+        "finish", "complete", "")
+    assert finish["usage"]["output_tokens"] == result.usage.output_tokens
+    assert [r["item"] for r in records[1:-1] if r["event"] == "item"] == result.history
+    assert [r["event"] for r in records].count("usage") == 2
     assert result.transcript == str(path)
     assert load_transcript(path) == result.history
 

@@ -28,7 +28,7 @@ def test_a_run_renders_the_same_text_every_time_with_each_call_once() -> None:
     first, second = (render_text(*record_of(script)) for _ in range(2))
     assert first == second
     assert first.splitlines() == [
-        "agent: complete · 2 rounds · 2 tool calls · 30 tokens",  # the scripted model counts words
+        "agent: complete · 2 rounds · 2 tool calls · 7 in · 23 out · cost unknown",  # the scripted model counts words
         '▸ lookup(key="a") · ok', "  │ value of a",
         '▸ lookup(key="b") · ok', "  │ value of b",
         "**a** and *b*",

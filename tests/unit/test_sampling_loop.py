@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from runtime_helpers import calls, outputs, run_sync
 
-from agentkernel import STATUSES, Call, GuardConfig, Limits, ScriptedModel, StopSignal, Turn, tool, validate_history
+from agentkernel import (
+    STATUSES,
+    Call,
+    GuardConfig,
+    Limits,
+    Price,
+    ScriptedModel,
+    StopSignal,
+    Turn,
+    tool,
+    validate_history,
+)
 
 
 @tool
@@ -172,6 +183,7 @@ def _scenarios() -> dict[str, dict]:
         "hit_wall_clock": {"model": ScriptedModel([Turn(text="slow " * 50, delay=0.01)]),
                            "limits": Limits(max_seconds=0.05)},
         "hit_tool_call_cap": {"model": ScriptedModel([read[:3]]), "limits": Limits(max_tool_calls=2)},
+        "hit_cost_cap": {"model": ScriptedModel(read), "limits": Limits(max_cost=2.5), "price": Price(10_000, 10_000)},
         "context_overflow": {"model": ScriptedModel(["hi"]), "context_window": 100},  # the system prompt is longer
     }
 
