@@ -48,7 +48,7 @@ from .kernel.tools import KERNEL_TOOL_NAMES, KernelTools
 from .mcp_servers import MCP_USAGE, KernelServers, mcp_tools
 from .options import AgentOptions, merge, option_arguments, option_traits, split_line
 from .panel import PANEL_TEXT, Panel
-from .render import RunRecord, render_html, render_markdown, render_text
+from .render import RunRecord, render_markdown, render_text
 
 if TYPE_CHECKING:
     from ..mcp import MCPServer
@@ -558,7 +558,6 @@ class AgentMagics(Magics):
             # A widget view with an empty model id is hidden wherever ipywidgets renders, so the live user sees the
             # run once, in the panel; where widgets do not render (GitHub, nbviewer, nbconvert) the HTML shows.
             WIDGET_VIEW: {"version_major": 2, "version_minor": 0, "model_id": ""},
-            "text/html": render_html(result, run.record),
             "text/markdown": render_markdown(result, run.record),
             "text/plain": render_text(result, run.record),
         }, raw=True)

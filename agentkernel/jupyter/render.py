@@ -1,4 +1,4 @@
-"""The static rendering of a run: HTML ``<details>`` sections and a plain-text transcript.
+"""The static rendering of a run: Markdown with one HTML ``<details>`` section per call, and a plain-text transcript.
 
 This is what a saved notebook shows where widgets do not render (GitHub, nbviewer, nbconvert), and what nbval
 compares. Both forms are deterministic: no timings, run ids, call ids or absolute paths.
@@ -181,33 +181,12 @@ def render_text(result: LoopResult, record: RunRecord) -> str:
     return "\n".join(lines)
 
 
-def render_html(result: LoopResult, record: RunRecord) -> str:
-    """The run as HTML: a headline, the messages, and one collapsed ``<details>`` per tool call."""
-    esc = html.escape
-    parts = [f'<div class="agentkernel-run"><p><b>{esc(headline(result))}</b></p>']
-    for index, entry in enumerate(record.entries):
-        if index == HEAD_ENTRIES and record.omitted:
-            parts.append(f"<p><i>{esc(record.omission())}</i></p>")
-        if isinstance(entry, str):
-            parts.append(f'<div style="white-space: pre-wrap">{esc(entry.strip())}</div>')
-        elif isinstance(entry, Compaction):
-            parts.append(f"<p><i>⟲ {esc(entry.title)}</i></p>")
-        else:
-            output = entry.result.output if entry.result else ""
-            parts.append(
-                f"<details><summary><code>{esc(call_title(entry.call, entry.result, entry.count))}</code></summary>"
-                f"<p>arguments</p><pre>{esc(pretty_arguments(entry.call.arguments))}</pre>"
-                f"<p>output</p><pre>{esc(cut(output, HTML_OUTPUT_CHARS))}</pre></details>"
-            )
-    if result.status != "complete":
-        parts.append(f"<p><b>{esc(result.summary)}</b></p>")
-    parts.append("</div>")
-    return "\n".join(parts)
-
-
 def render_markdown(result: LoopResult, record: RunRecord) -> str:
-    """The run as Markdown, for front ends and converters that render a ``text/markdown`` part: the headline, the
-    messages as the model wrote them (rendered, not shown as typed), and one collapsed section per tool call.
+    """The run as Markdown (with HTML for the calls): the headline, the messages as the model wrote them, rendered
+    rather than shown as typed, and one collapsed ``<details>`` section per tool call.
+
+    The saved rendering has this and the plain text only: JupyterLab, Notebook 7, nbconvert and VS Code prefer a
+    ``text/html`` part to a ``text/markdown`` one, and HTML would show the model's Markdown as typed.
 
     A call's section is one line of HTML (newlines as ``&#10;``): a blank line in an output would end the HTML
     block and let Markdown read the rest of it.

@@ -116,7 +116,7 @@ def test_identical_not_run_calls_are_one_section_with_a_count(kernel: KernelSess
     final = cell.displays[-1]
     assert final["text/plain"].count('▸ list_dir(path=".") · not_run × 19') == 1, final["text/plain"]
     assert final["text/plain"].count("▸ list_dir") == 1
-    assert final["text/html"].count("<details>") == 1 and "× 19" in final["text/html"]
+    assert final["text/markdown"].count("<details>") == 1 and "× 19" in final["text/markdown"]
     titles = [m for m in cell.of_type("comm_msg") if "not_run × 19" in json.dumps(m["content"], ensure_ascii=False)]
     assert titles, "the panel shows one section counting the 19 calls"
 
@@ -132,7 +132,8 @@ def test_the_static_rendering_carries_the_answer_as_markdown(kernel: KernelSessi
     assert markdown.startswith("**agent: complete · 2 rounds · 1 tool call")
     details = [line for line in markdown.split("\n\n") if line.startswith("<details>")]
     assert len(details) == 1 and "\n" not in details[0]  # one HTML block: a blank line would end it
-    assert "text/html" in final and "text/plain" in final
+    # Markdown and plain text only: every front end prefers an HTML part, which would show the Markdown as typed
+    assert set(final) == {"application/vnd.jupyter.widget-view+json", "text/markdown", "text/plain"}
 
 
 # -- item 9: option lines expanded ------------------------------------------------------------------------------

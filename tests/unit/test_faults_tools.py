@@ -199,11 +199,11 @@ def test_deeply_nested_arguments_are_safe_to_render_and_compare():
 
 
 def test_a_run_with_deeply_nested_arguments_renders():
-    from agentkernel.jupyter.render import RunRecord, render_html, render_text
+    from agentkernel.jupyter.render import RunRecord, render_markdown, render_text
 
     record = RunRecord()
     result = run_guarded("go", model=ScriptedModel([Call("read", DEEP), "done"]), tools=[], on_event=record)
-    text, page = render_text(result, record), render_html(result, record)
+    text, page = render_text(result, record), render_markdown(result, record)
     assert '▸ read({"a": {"a":' in text and "error: unknown tool 'read'" in text
     assert '{&quot;a&quot;: {&quot;a&quot;:' in page
 

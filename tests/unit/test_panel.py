@@ -136,13 +136,13 @@ def test_stop_ends_a_long_run_at_once():
 
 
 def test_the_static_rendering_of_a_long_run_is_bounded_and_deterministic():
-    from agentkernel.jupyter.render import HEAD_ENTRIES, TAIL_ENTRIES, RunRecord, render_html, render_text
+    from agentkernel.jupyter.render import HEAD_ENTRIES, TAIL_ENTRIES, RunRecord, render_markdown, render_text
 
     def rendered(n: int) -> tuple[str, str]:
         record = RunRecord()
         result = asyncio.run(run("go", model=ScriptedModel([Call("noop", {"i": i}) for i in range(n)] + ["Done."]),
                                  tools=[noop], on_event=record))
-        return render_text(result, record), render_html(result, record)
+        return render_text(result, record), render_markdown(result, record)
 
     text, page = rendered(1000)
     lines = text.splitlines()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from runtime_helpers import run_sync
 
 from agentkernel import Call, ScriptedModel, tool
-from agentkernel.jupyter.render import HEAD_ENTRIES, TAIL_ENTRIES, RunRecord, render_html, render_text
+from agentkernel.jupyter.render import HEAD_ENTRIES, TAIL_ENTRIES, RunRecord, render_markdown, render_text
 from agentkernel.usage import Limits
 
 
@@ -35,10 +35,12 @@ def test_a_run_renders_the_same_text_every_time_with_each_call_once() -> None:
     ]
 
 
-def test_the_html_escapes_what_the_model_and_the_tools_wrote() -> None:
-    html = render_html(*record_of([[Call("lookup", {"key": "<script>"})], "<b>done</b>"]))
-    assert "<script>" not in html and "&lt;script&gt;" in html and "&lt;b&gt;done&lt;/b&gt;" in html
-    assert html.count("<details>") == 1
+def test_the_markdown_renders_the_answer_and_escapes_what_the_tools_wrote() -> None:
+    markdown = render_markdown(*record_of([[Call("lookup", {"key": "<script>\n\nx"})], "**done**: `a`"]))
+    assert "<script>" not in markdown and "&lt;script&gt;" in markdown
+    assert markdown.endswith("\n\n**done**: `a`")  # the answer as the model wrote it, for the front end to render
+    (section,) = [part for part in markdown.split("\n\n") if part.startswith("<details>")]
+    assert "&#10;" in section  # one HTML block: a blank line in an output cannot end it
 
 
 def test_calls_a_budget_refused_are_shown_with_their_status_and_the_summary_ends_it() -> None:
