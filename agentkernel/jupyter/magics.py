@@ -556,7 +556,7 @@ class AgentMagics(Magics):
         result = self.publish(run, run.loop.result)
         display({
             # A widget view with an empty model id is hidden wherever ipywidgets renders, so the live user sees the
-            # run once, in the panel; where widgets do not render (GitHub, nbviewer, nbconvert) the HTML shows.
+            # run once, in the panel; where widgets do not render (GitHub, nbviewer, nbconvert) the Markdown shows.
             WIDGET_VIEW: {"version_major": 2, "version_minor": 0, "model_id": ""},
             "text/markdown": render_markdown(result, run.record),
             "text/plain": render_text(result, run.record),
