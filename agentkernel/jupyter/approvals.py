@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..stop import StopSignal
-from ..text import pretty_arguments
+from ..text import hidden_warning, pretty_arguments, reveal
 from ..tools import Decision, Tool, ToolCall
 
 QUESTION = "Approve {name}? [y]es / [a]ll this run / [n]o / note: "
@@ -72,7 +72,10 @@ def terminal_approver(stop: StopSignal) -> Callable[[ToolCall, Tool], Decision]:
     stops the run."""
 
     def ask(call: ToolCall, tool: Tool) -> Decision:
-        print(f"\n{call.name} has side effects; its arguments:\n{pretty_arguments(call.arguments)}", flush=True)
+        shown, hidden = reveal(pretty_arguments(call.arguments))
+        print(f"\n{call.name} has side effects; its arguments:\n{shown}", flush=True)
+        if hidden:
+            print(f"WARNING: {hidden_warning(hidden, 'call')}", flush=True)
         try:
             with interruptible():
                 answer = input(QUESTION.format(name=call.name)).strip()

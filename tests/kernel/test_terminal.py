@@ -128,3 +128,19 @@ def test_ctrl_c_at_the_question_denies_and_stops_the_run(terminal: Terminal):
                                              "approval"])
     assert terminal.value("'x' in dir()") == "False"
     assert terminal.value("1 + 1") == "2"  # the shell goes on
+
+
+def test_invisible_characters_are_shown_and_counted_before_the_question(terminal: Terminal):
+    """Issue 27, item 6: a right-to-left override and a zero-width space in run_python's code reach the terminal as
+    ⟨U+202E⟩ and ⟨U+200B⟩, flagged before the question, never raw."""
+    child = terminal.child
+    terminal.cell("m = ScriptedModel([Call('run_python', {'code': 'x = 1  # \\u202e y = 2\\u200b'}), 'done'])")
+    child.sendline("%agent -m m compute")
+    child.expect(QUESTION)
+    asked = child.before
+    assert "\u202e" not in asked and "\u200b" not in asked
+    assert "x = 1  # ⟨U+202E⟩ y = 2⟨U+200B⟩" in asked, asked
+    assert "WARNING: this call holds 2 invisible characters" in asked, asked
+    child.sendline("y")
+    terminal.prompt()
+    assert terminal.value("x") == "1"  # what ran is the model's code itself
