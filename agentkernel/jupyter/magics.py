@@ -39,7 +39,7 @@ from ..stop import StopSignal
 from ..tools import Approver, Tool, ToolCall, Verdict, tool
 from ..tools.files import FILE_TOOL_NAMES, file_tools
 from ..usage import Limits
-from .approvals import headless_runner, is_terminal, no_clicks_reason, nobody_approver, terminal_approver
+from .approvals import asks_on_terminal, headless_runner, no_clicks_reason, nobody_approver, terminal_approver
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
 from .exits import exit_refused
 from .kernel.notebook import ExecuteRequest
@@ -501,7 +501,7 @@ class AgentMagics(Magics):
         if options.allow_writes:
             return lambda call, tool: True
         where = no_clicks_reason() or headless_runner(self.shell)
-        terminal = where is None and clickable and is_terminal(self.shell)
+        terminal = where is None and clickable and asks_on_terminal(self.shell)
         if where is None and not clickable:
             where = "autoawait is off, so the cell blocks and its panel cannot be clicked (%autoawait on lets it ask)"
         elsewhere = nobody_approver(where, untrusted or {}) if where else terminal_approver(panel.stop_signal) \
