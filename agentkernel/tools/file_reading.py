@@ -2,10 +2,10 @@
 
 :mod:`agentkernel.tools.file_search` runs this file as a script (``python -I -S file_reading.py KERNEL_PID
 CPU_SECONDS``): it ends when its kernel does, even a kernel killed with SIGKILL, and after ``CPU_SECONDS`` of CPU
-whatever happens (:func:`bound`); it reads one JSON job from stdin and writes one JSON record per line to stdout (``{"file": i}`` when it starts file ``i``,
-``{"match": [i, line_number, text]}``, ``{"skip": i, "why": "..."}``), flushing each, so nothing found before
-the process is killed is lost. It imports only a few standard modules, so that it starts fast (about 10 ms of
-CPU), and nothing from agentkernel; the file tools use its readers too.
+whatever happens (:func:`bound`). It reads one JSON job from stdin and writes one JSON record per line to stdout
+(``{"file": i}`` when it starts file ``i``, ``{"match": [i, line_number, text]}``, ``{"skip": i, "why": "..."}``),
+flushing each, so nothing found before the process is killed is lost. It imports only a few standard modules, so
+that it starts fast (about 10 ms of CPU), and nothing from agentkernel; the file tools use its readers too.
 """
 
 from __future__ import annotations
