@@ -16,20 +16,22 @@ import json
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 
 from ..errors import AgentConfigError
 from ..events import RunFinished
-from ..mcp.serving import MCPHTTPServer
-from ..mcp.session import ServedCall, ServedSession
 from ..record.transcript import Transcript, transcript_dir
 from ..result import LoopResult
 from ..secrets import KERNEL
 from ..stop import StopSignal
 from .panel import Panel
 from .plan import RunPlan, RunTools
+
+if TYPE_CHECKING:  # agentkernel.mcp (and pydantic) are imported when a session starts, not at %load_ext
+    from ..mcp.serving import MCPHTTPServer
+    from ..mcp.session import ServedCall
 
 SERVE_TEXT = ("[agentkernel: this kernel's tools are served over MCP while the session lasts; _agent_serve.url and "
               "_agent_serve.headers say how to connect, %agent_serve stop ends it]")
@@ -149,6 +151,9 @@ class KernelServing:
         """Serve ``tools`` as ``plan`` says (its MCP servers started first); the magic shows the panel."""
         if self.current is not None and self.current.server.serving:
             raise AgentConfigError(f"a session is already serving at {self.current.url}: %agent_serve stop ends it")
+        from ..mcp.serving import MCPHTTPServer
+        from ..mcp.session import ServedSession
+
         await tools.start()
         stop = StopSignal()
         panel = ServePanel(plan, stop)
