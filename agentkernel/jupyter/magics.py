@@ -36,7 +36,7 @@ from ..result import LoopResult
 from ..secrets import KERNEL, MIN_SECRET_CHARS, SecretSet, marker
 from ..skills import Skills
 from ..stop import StopSignal
-from .approvals import headless_runner, is_terminal, no_clicks_reason
+from .approvals import asks_on_terminal, headless_runner, no_clicks_reason
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
 from .exits import exit_refused
 from .kernel.notebook import ExecuteRequest
@@ -47,6 +47,7 @@ from .options import AgentOptions, merge, option_arguments, option_traits, split
 from .panel import PANEL_TEXT, Panel
 from .plan import RunPlan, RunTools
 from .render import RunRecord, render_markdown, render_text
+from .serve import SERVE_TEXT, KernelServing, port_option
 
 DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -114,6 +115,7 @@ class AgentMagics(Magics):
     def __init__(self, shell: Any = None, **kwargs: Any):
         super().__init__(shell, **kwargs)
         self.mcp_servers = KernelServers()
+        self.serving = KernelServing()
         self.noted: set[tuple[str, str | None]] = set()
 
     # -- the magic -------------------------------------------------------------------------------------------
@@ -216,6 +218,46 @@ class AgentMagics(Magics):
         return f"the {where} {name} is kept secret: the model sees {marker(name)}"
 
     @line_magic
+    def agent_serve(self, line: str) -> None:
+        """``%agent_serve [options]``: serve this kernel's tools over MCP (Streamable HTTP on 127.0.0.1, a bearer
+        token) to an outside agent such as Claude Code, Codex, Gemini CLI or VS Code, until ``%agent_serve stop``.
+
+        The options are ``%%agent``'s (``--tools``, ``--root``, ``--mcp``, ``--allow-writes``, ``--max-tool-calls``,
+        ``--max-seconds``, the guards...) and ``--port N`` (else a free port). Every call goes through the same
+        approvals, redaction and guards as a ``%%agent`` call; the panel shows each call, asks there, and its Stop
+        ends the running call and the session. ``_agent_serve`` holds the session: ``url``, ``headers`` (what a
+        client sends) and ``calls``. It must be alone in its cell (it is awaited there, on the kernel's loop).
+        """
+        raise UsageError(f"%agent_serve {line.strip()} must be alone in its cell, with autoawait on (the default in "
+                         "a notebook): the server runs on the kernel's event loop")
+
+    async def agent_serve_async(self, line: str) -> None:
+        """The awaited form of ``%agent_serve`` that the input transformer produces."""
+        words, rest = split_line(self.expand_text(line) if self.expand else line)
+        port, words = port_option(words)
+        if rest.strip() == "stop" and not words:
+            print(await self.serving.stop())
+            return
+        if rest.strip():
+            raise UsageError(f"%agent_serve takes options (those of %%agent, and --port N), or stop; not {rest!r}")
+        try:
+            options = merge(self.agent.parser.parse_args(words), self)
+        except UsageError as e:
+            raise UsageError(f"%agent_serve: {e} (%%agent? lists the options)") from None
+        plan = RunPlan.of(options)
+        KERNEL.configure(keys=self.configured_keys(options, None), env_names=options.secret_env)
+        self.note_short(options.secret_env)
+        tools = self.run_tools(plan, model_images=True)
+        nobody = self.nobody_answers()
+        served = await self.serving.start(plan, tools, port=port, nobody=nobody)
+        self.user_ns["_agent_serve"] = served
+        bundle = served.panel.view._repr_mimebundle_()
+        bundle["text/plain"] = SERVE_TEXT  # fixed, and without the token: the snippets live in widget state
+        display(bundle, raw=True)
+        if nobody:
+            print(f"agentkernel: side-effecting calls are denied at once ({nobody}); --allow-writes runs them")
+
+    @line_magic
     def agent_mcp(self, line: str) -> None:
         """``%agent_mcp [--mcp-config PATH] [list|restart NAME|stop NAME]``: list the configured MCP servers (of
         PATH, else ``$AGENTKERNEL_MCP_CONFIG`` or ``.mcp.json``), whether each runs, and its tools; ``restart NAME``
@@ -304,9 +346,7 @@ class AgentMagics(Magics):
         if options.expand:
             prompt = self.expand_prompt(prompt, secrets)
         model_images = accepts_images(model) if options.images is None else options.images
-        kernel = KernelTools(self.shell, images=model_images)
-        notebook = NotebookTools(self.shell, ExecuteRequest.of(self.shell), kernel.input_history, live=clickable)
-        tools = plan.tools(self.user_ns, kernel, notebook, self.mcp_servers, model_images=model_images)
+        tools = self.run_tools(plan, model_images, clickable)
         history = self.previous_history(options.resume) if options.resume is not None else None
         folder = os.getcwd()  # the notebook's folder, as the front ends start its kernel there
         skills = plan.skills(folder)
@@ -325,6 +365,12 @@ class AgentMagics(Magics):
             text = KERNEL.current.redact(await setup.tools.mcp.prompt_text())
             setup.prompt = f"{text}\n\n{setup.prompt}" if setup.prompt else text
 
+    def run_tools(self, plan: RunPlan, model_images: bool, live: bool = True) -> RunTools:
+        """This cell's kernel and notebook tools, and the plan's ``--tools`` resolved against every source."""
+        kernel = KernelTools(self.shell, images=model_images)
+        notebook = NotebookTools(self.shell, ExecuteRequest.of(self.shell), kernel.input_history, live=live)
+        return plan.tools(self.user_ns, kernel, notebook, self.mcp_servers, model_images=model_images)
+
     def launch(self, setup: CellSetup) -> CellRun:
         """The run's loop, with the cell's panel shown."""
         plan, options = setup.plan, setup.plan.options
@@ -333,7 +379,7 @@ class AgentMagics(Magics):
         record = RunRecord()
         notebook = setup.tools.notebook
         nobody = self.nobody_answers(setup.clickable)
-        approve = plan.approver(panel, nobody=nobody, terminal=nobody is None and is_terminal(self.shell),
+        approve = plan.approver(panel, nobody=nobody, terminal=nobody is None and asks_on_terminal(self.shell),
                                 notebook=notebook, untrusted=setup.tools.mcp.untrusted())
         loop = AgentLoop(
             setup.model,
@@ -383,12 +429,12 @@ class AgentMagics(Magics):
                   f"{', '.join(marker(n) for n in shown)} instead, and its code can use the value by name")
         return redacted
 
-    def configured_keys(self, options: AgentOptions, model: Model) -> dict[str, str]:
+    def configured_keys(self, options: AgentOptions, model: Model | None) -> dict[str, str]:
         """The keys of the run's model and of the configured MCP entries, by name (for the kernel's secret set)."""
         from ..models.cassette import model_secrets
 
         keys = {f"MODEL_KEY{'_' * bool(i)}{i or ''}": key
-                for i, key in enumerate(model_secrets(getattr(model, "inner", model)))}
+                for i, key in enumerate(model_secrets(getattr(model, "inner", model)) if model else [])}
         # Only when there is a configuration (.mcp.json is mcp.config's CONFIG_FILE): reading one loads pydantic.
         if options.mcp_config or os.path.isfile(".mcp.json"):
             from ..mcp.config import load_config
