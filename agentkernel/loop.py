@@ -68,9 +68,10 @@ UNCOUNTED_MARGIN = 1.5
 """How many more tokens than characters / 4 the cost budget allows for before the server has counted a request, and
 an estimated response is counted with (characters / 4 undercounts JSON and code)."""
 
-TOKENS_PER_ESTIMATED = 16
-"""The most input tokens a server's count may give for each token the view estimates (characters / 4): a tokenizer
-gives at most one token per UTF-8 byte, and a character is at most four bytes. More is a count that cannot be right."""
+COUNT_RANGE = 16
+"""A server's count of a request or a response that is more than this many times the view's estimate (characters /
+4), or less than this share of it, cannot be right: a tokenizer gives at most one token per UTF-8 byte (a character
+is at most four), and none packs 64 characters of text into a token."""
 
 USAGE_SLACK = 4096
 """Tokens a server's count may hold beyond that (the special tokens of each message and tool, a small request's)."""
@@ -366,31 +367,36 @@ class AgentLoop:
     def _checked_usage(self, request: ModelRequest, response: Response) -> UsageEvent:
         """The response's usage as the server reported it, when it can be right; else an estimate.
 
-        It can be right when it is :meth:`~UsageEvent.readable` and, from a server that counts the request, holds
-        some input, at most :data:`TOKENS_PER_ESTIMATED` input tokens per token the view estimates the request at
-        (plus :data:`USAGE_SLACK`), and output within twice the output cap sent (plus the slack) or, with no cap
-        known, :data:`MAX_RESPONSE_TOKENS`.
+        It can be right when it is :meth:`~UsageEvent.readable` and, from a server that counts the request, its
+        input and its output are each within :data:`COUNT_RANGE` times the view's estimate of what was sent and of
+        the text and calls streamed (the output may be more, up to twice the output cap sent, or
+        :data:`MAX_RESPONSE_TOKENS` with none known: reasoning is not streamed).
         """
         event = response.usage
         if event is None or not event.readable():
             return self._estimated_usage(request, response)
         if not self.reports_prompt:  # a scripted model's counts are words: nothing to hold them against
             return event
+        sent, streamed = self._request_tokens(request), self._streamed_tokens(response)
         cap = self._output_cap(request)
         most_out = MAX_RESPONSE_TOKENS if cap is None else 2 * cap + USAGE_SLACK
-        most_in = TOKENS_PER_ESTIMATED * self._request_tokens(request) + USAGE_SLACK
-        if 0 < event.input_tokens <= most_in and event.output_tokens <= most_out:
+        if (max(sent // COUNT_RANGE, 1) <= event.input_tokens <= COUNT_RANGE * sent + USAGE_SLACK
+                and streamed // COUNT_RANGE <= event.output_tokens <= most_out):
             return event
         return self._estimated_usage(request, response)
 
     def _estimated_usage(self, request: ModelRequest, response: Response) -> UsageEvent:
         """A response without usage that can be right (or cut before it came): characters / 4 of what was sent and
         streamed, with :meth:`_uncounted`'s room for the tokenizer; a response cut at the output cap used it all."""
-        streamed = self._uncounted(estimate(response.text) + sum(estimate(call.arguments) for call in response.calls))
+        streamed = self._uncounted(self._streamed_tokens(response))
         cap = self._output_cap(request)
         if cap is not None:
             streamed = cap if response.truncated in OUTPUT_LIMIT_REASONS else min(streamed, cap)
         return UsageEvent(self._uncounted(self._request_tokens(request)), streamed, estimated=True)
+
+    @staticmethod
+    def _streamed_tokens(response: Response) -> int:
+        return estimate(response.text) + sum(estimate(call.arguments) for call in response.calls)
 
     def _output_cap(self, request: ModelRequest) -> int | None:
         """The output cap the request was sent with, as far as the loop knows (the model's own and the budget's)."""

@@ -264,7 +264,7 @@ class AnthropicMessagesModel(ApiModel):
         async with self._api_stream(opening) as events:
             async for event in events:
                 if isinstance(event, RawMessageStartEvent):
-                    _read_usage(usage, getattr(event.message, "usage", None))
+                    _read_usage(usage, getattr(event.message, "usage", None), "output_tokens")
                 elif isinstance(event, RawContentBlockStartEvent):
                     fields: dict[str, Any] = event.content_block.model_dump()
                     started = blocks[event.index] = _Block(
@@ -315,13 +315,13 @@ def _custom_header_names() -> list[str]:
     return [line.split(":", 1)[0].strip() for line in lines if ":" in line]
 
 
-def _read_usage(usage: dict[str, Any], reported: object) -> None:
+def _read_usage(usage: dict[str, Any], reported: object, *skip: str) -> None:
     """Fold the usage a stream event reports into ``usage``, as it came (the loop checks it): ``message_delta``
     repeats and updates ``message_start``'s counts; a field it leaves out (or sends as ``null``) keeps its earlier
-    value."""
+    value. ``skip``: fields not read (``message_start``'s ``output_tokens`` is a placeholder, 1)."""
     for name in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
         value = getattr(reported, name, None)
-        if value is not None:
+        if value is not None and name not in skip:
             usage[name] = value
 
 
