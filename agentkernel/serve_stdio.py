@@ -38,8 +38,8 @@ async def bridge(url: str, token: str) -> None:
             return await upstream.list_tools()
 
         async def call_tool(ctx: Any, params: Any) -> types.CallToolResult:
-            async def progress(value: float, total: float | None, message: str | None) -> None:
-                await ctx.session.report_progress(value, total, message)
+            async def progress(progress: float, total: float | None, message: str | None) -> None:
+                await ctx.session.report_progress(progress, total, message)
 
             return await upstream.call_tool(params.name, params.arguments or {}, progress_callback=progress)
 
