@@ -27,20 +27,22 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.display import display
 
 from ..events import Event
+from ..instructions import Instruction
 from ..loop import AgentLoop
 from ..models.base import Model, accepts_images
 from ..models.providers import resolve, split_model
 from ..record.transcript import load_transcript
 from ..result import LoopResult
 from ..secrets import KERNEL, MIN_SECRET_CHARS, SecretSet, marker
+from ..skills import Skills
 from ..stop import StopSignal
-from .approvals import headless_runner, is_terminal, no_clicks_reason
+from .approvals import asks_on_terminal, headless_runner, no_clicks_reason
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
 from .exits import exit_refused
 from .kernel.notebook import ExecuteRequest
 from .kernel.notebook_tools import NotebookTools
 from .kernel.tools import KernelTools
-from .mcp_servers import MCP_USAGE, KernelServers
+from .mcp_servers import MCP_USAGE, KernelServers, prompt_arguments
 from .options import AgentOptions, merge, option_arguments, option_traits, split_line
 from .panel import PANEL_TEXT, Panel
 from .plan import RunPlan, RunTools
@@ -82,6 +84,8 @@ class CellSetup:
     tools: RunTools
     history: list[dict[str, Any]] | None = None
     clickable: bool = True
+    instructions: list[Instruction] = field(default_factory=list)
+    skills: Skills | None = None
 
 
 @dataclass
@@ -164,6 +168,7 @@ class AgentMagics(Magics):
             options, prompt = self.parse(line, cell)
             setup = self.prepare(options, prompt)
             await setup.tools.start()
+            await self.brief(setup)
             run = self.launch(setup)
         ticker = asyncio.ensure_future(run.panel.tick())
         try:
@@ -315,6 +320,9 @@ class AgentMagics(Magics):
                 else:  # the one-line %agent's prompt is expanded with any prompt, when the run is prepared
                     words, _ = split_line(self.expand_text(line.rstrip()[:-len(rest)]))
             args = self.agent.parser.parse_args(words)
+            if args.mcp_prompt and rest:  # the prompt's NAME=VALUE arguments follow it on the line
+                arguments, rest = prompt_arguments(rest)
+                args.mcp_prompt = " ".join([args.mcp_prompt, *arguments])
             if cell is not None and rest:
                 raise UsageError(f"%%agent takes its prompt from the cell body; {rest!r} is not an option")
         except UsageError as e:
@@ -329,7 +337,7 @@ class AgentMagics(Magics):
         ``clickable`` is False for the worker-thread fallback: a blocking cell gets no clicks until it ends, so
         Approve / Deny could never be answered there.
         """
-        if not prompt and options.resume is None:
+        if not prompt and options.resume is None and not options.mcp_prompt:
             raise UsageError("the prompt is empty: write it in the cell body below %%agent (or after %agent)")
         plan = RunPlan.of(options)
         model = self.resolve_model(options)
@@ -340,7 +348,22 @@ class AgentMagics(Magics):
         model_images = accepts_images(model) if options.images is None else options.images
         tools = self.run_tools(plan, model_images, clickable)
         history = self.previous_history(options.resume) if options.resume is not None else None
-        return CellSetup(plan, model, prompt, tools, history, clickable)
+        folder = os.getcwd()  # the notebook's folder, as the front ends start its kernel there
+        skills = plan.skills(folder)
+        for problem in skills.problems:
+            self.note(problem)
+        return CellSetup(plan, model, prompt, tools, history, clickable,
+                         plan.instructions(folder, tools.notebook.saved_instructions()), skills)
+
+    async def brief(self, setup: CellSetup) -> None:
+        """What needs the kernel's event loop before the run: the notebook's tagged cells as the front end has them,
+        and an MCP server's prompt (``--prompt``) as the cell's prompt, the cell body after it."""
+        options = setup.plan.options
+        if options.instructions and setup.tools.notebook.live:
+            setup.instructions = setup.plan.instructions(os.getcwd(), await setup.tools.notebook.live_instructions())
+        if options.mcp_prompt:
+            text = KERNEL.current.redact(await setup.tools.mcp.prompt_text())
+            setup.prompt = f"{text}\n\n{setup.prompt}" if setup.prompt else text
 
     def run_tools(self, plan: RunPlan, model_images: bool, live: bool = True) -> RunTools:
         """This cell's kernel and notebook tools, and the plan's ``--tools`` resolved against every source."""
@@ -356,7 +379,7 @@ class AgentMagics(Magics):
         record = RunRecord()
         notebook = setup.tools.notebook
         nobody = self.nobody_answers(setup.clickable)
-        approve = plan.approver(panel, nobody=nobody, terminal=nobody is None and is_terminal(self.shell),
+        approve = plan.approver(panel, nobody=nobody, terminal=nobody is None and asks_on_terminal(self.shell),
                                 notebook=notebook, untrusted=setup.tools.mcp.untrusted())
         loop = AgentLoop(
             setup.model,
@@ -371,6 +394,8 @@ class AgentMagics(Magics):
             transcript=options.transcripts,
             context_window=options.context_window or None,
             price=plan.price,
+            instructions=setup.instructions,
+            skills=setup.skills,
         )
         bundle = panel.widget._repr_mimebundle_()
         bundle["text/plain"] = PANEL_TEXT  # a fixed text, so saved notebooks compare equal under nbval
@@ -419,6 +444,12 @@ class AgentMagics(Magics):
             except AgentConfigError:  # a broken configuration: --mcp reports it when it is used
                 pass
         return keys
+
+    def note(self, text: str) -> None:
+        """Print ``agentkernel: text`` once per kernel (a malformed skill is reported once, not at every run)."""
+        if ("", text) not in self.noted:
+            self.noted.add(("", text))
+            print(f"agentkernel: {text}")
 
     def note_short(self, names: list[str]) -> None:
         """Say (once per name and value) that a ``secret_env`` name is unset or too short to be kept secret."""
