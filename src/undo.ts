@@ -79,7 +79,7 @@ export class UndoButton extends Widget implements IRenderMime.IRenderer {
     const text = said.join('').trim() || 'the kernel said nothing';
     this.line.textContent = text;
     // Undone (or nothing left to undo): done. Anything else (cells the user changed, no kernel run): try again later.
-    this.button.disabled = /^(undid|nothing left)/.test(text);
+    this.button.disabled = /^(undid run|nothing left)/.test(text);
   }
 }
 
