@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from ..events import ContextCompacted, Event, MessageDone, ToolCallFinished, ToolCallStarted
 from ..record.context import Compaction
 from ..result import LoopResult
+from ..secrets import redact_text
 from ..text import cut, load_arguments, pretty_arguments, short_arguments
 from ..tools import Display, ToolCall, ToolResult
 from .kernel.code_runner import IMAGE_TYPES
@@ -117,7 +118,7 @@ def headline(result: LoopResult) -> str:
 
 def call_title(call: ToolCall, result: ToolResult | None = None, count: int = 1) -> str:
     """``list_dir(path=".") · not_run``, with `` × 19`` for a section standing for identical calls."""
-    return (f"{call.name}({short_arguments(call.arguments)}) · {result.status if result else 'running'}"
+    return (f"{call.name}({short_arguments(redact_text(call.arguments))}) · {result.status if result else 'running'}"
             + (f" × {count}" if count > 1 else ""))
 
 

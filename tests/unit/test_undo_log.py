@@ -82,3 +82,12 @@ def test_the_default_is_the_newest_run_with_changes_left_and_the_log_is_bounded(
     assert getattr(log.find(), "run_id", None) == f"r{MAX_RUNS + 3}"
     assert log.find(f"r{MAX_RUNS + 4}") == f"nothing left to undo of run r{MAX_RUNS + 4}"
     assert str(log.find("r0")).startswith("nothing to undo: run r0 did not change the notebook from this kernel")
+
+
+def test_a_line_names_a_cell_without_its_secrets() -> None:
+    run = RunChanges("r1")
+    key = "sk-proj-" + "abcdefghij" * 4
+    run.added("c", "code", f"client = make('{key}')", "call")
+    line = _outcome(run, {"changed": [{"cell_id": "c", "source": f"client = make('{key}')  # mine"}]})
+    assert line.startswith("did not undo run r1: left as they are") and "cell c (client = make('" in line
+    assert "abcdefghij" not in line

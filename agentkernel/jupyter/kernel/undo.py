@@ -15,6 +15,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...secrets import redact_text
 from .notebook import ExecuteRequest, NotebookBridge, NotebookUnavailable
 
 UNDO_MIME = "application/vnd.agentkernel.undo+json"
@@ -52,8 +53,8 @@ class CellChange:
 
     def label(self, source: str | None = None) -> str:
         """The cell as a line names it: its id and the start of the first line of ``source`` (by default what the
-        run wrote)."""
-        first = (self.source if source is None else source).strip().split("\n", 1)[0]
+        run wrote), its secrets redacted before it is cut."""
+        first = redact_text(self.source if source is None else source).strip().split("\n", 1)[0]
         return f"cell {self.cell_id} ({first[:40] + '…' * (len(first) > 40) or 'empty'})"
 
 
