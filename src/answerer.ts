@@ -33,6 +33,11 @@ interface IUndoable {
   undoManager?: { stopCapturing(): void } | null;
 }
 
+/** A cell's `metadata.tags` as nbformat has them: the strings of a list, else none. */
+export function cellTags(tags: unknown): string[] {
+  return Array.isArray(tags) ? tags.filter((tag): tag is string => typeof tag === 'string') : [];
+}
+
 /** A short text of a cell's outputs: stream text, text/plain of results and displays, `ename: evalue` of errors. */
 export function outputsText(outputs: nbformat.IOutput[]): string {
   const parts: string[] = [];
@@ -153,7 +158,8 @@ export class NotebookAnswerer {
         execution_count: executionCount(cell),
         has_error: outputs.some(output => output.output_type === 'error'),
         outputs_text: outputsText(outputs),
-        metadata_agentkernel: (cell.getMetadata('agentkernel') as JSONObject | undefined) ?? null
+        metadata_agentkernel: (cell.getMetadata('agentkernel') as JSONObject | undefined) ?? null,
+        tags: cellTags(cell.getMetadata('tags'))
       };
     });
     return {

@@ -15,8 +15,8 @@
  *     "can_edit": bool}`.
  *   - `read` -> `{"path": <notebook path relative to the server root>, "active_cell_id": str | null,
  *     "cells": [{"id", "cell_type", "source", "execution_count": int | null, "has_error": bool,
- *     "outputs_text": str (at most 2000 characters), "metadata_agentkernel": object | null}, ...]}`: every cell in
- *     order, by nbformat 4.5 id.
+ *     "outputs_text": str (at most 2000 characters), "metadata_agentkernel": object | null, "tags": [str]}, ...]}`:
+ *     every cell in order, by nbformat 4.5 id.
  *   - `insert` `{"after": cell_id, "cell_type": "code" | "markdown", "source": str, "metadata": {...}}` ->
  *     `{"cell_id": <new id>, "index": int}`; `missing` if `after` is no cell. Nothing runs, the user's active cell
  *     stays where it is.
@@ -43,7 +43,7 @@ import type { JSONObject } from '@lumino/coreutils';
 import { NotebookAnswerer, Refusal } from './answerer';
 import { UNDO_MIME, undoRendererFactory } from './undo';
 
-export { OUTPUTS_TEXT_LIMIT, outputsText, sourceEdit } from './answerer';
+export { OUTPUTS_TEXT_LIMIT, cellTags, outputsText, sourceEdit } from './answerer';
 
 /** The comm target the kernel opens. */
 export const COMM_TARGET = 'agentkernel.notebook';

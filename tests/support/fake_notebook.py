@@ -73,8 +73,8 @@ class FakeNotebook:
             reply = {"request_id": request["request_id"], **self.answer(request)}
             self.send("comm_msg", {"comm_id": content["comm_id"], "data": reply})
             if request["op"] == "read" and self.after_read is not None:
-                self.after_read()
-                self.after_read = None
+                after, self.after_read = self.after_read, None
+                after()  # (which may set the next one)
 
     def send(self, msg_type: str, content: dict[str, Any]) -> None:
         self.kernel.kc.shell_channel.send(self.kernel.kc.session.msg(msg_type, content))
