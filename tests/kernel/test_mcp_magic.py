@@ -243,7 +243,8 @@ def test_a_server_that_fails_at_start_is_one_error_line_without_its_token(kernel
     write_config(kernel.cwd / "dies.json", {"mcpServers": {"dies": {
         "command": "python", "args": ["-c", code], "env": {"SERVICE_TOKEN": token}}}})
     kernel.ok("m = ScriptedModel(['done'])")
-    for line in ("%%agent -m m --mcp-config dies.json --mcp dies\ngo", "%agent_mcp --mcp-config dies.json restart dies"):
+    for line in ("%%agent -m m --mcp-config dies.json --mcp dies\ngo",
+                 "%agent_mcp --mcp-config dies.json restart dies"):
         cell = kernel.run(line, timeout=60)
         [error] = cell.errors
         assert error["ename"] == "AgentConfigError" and len(error["traceback"]) == 1, cell.describe()
