@@ -157,6 +157,31 @@ def test_errors_until_the_retries_are_exhausted_end_the_run_as_fatal_error(api: 
     assert len(server.requests) == 3 and "HTTP 500 after 2 retries: busy" in result.detail
 
 
+class OddWindowServer(ScriptedServer):
+    """Answers the window questions (llama.cpp's ``/props``, ``/v1/models``) with JSON of the wrong shape."""
+
+    def get(self, path: str) -> tuple[int, dict[str, Any]]:
+        return 200, {"default_generation_settings": ["n_ctx", 4096], "data": 5, "n_ctx": "a lot"}
+
+
+@parametrize_apis
+def test_a_server_that_answers_the_window_question_oddly_is_asked_nothing_more(api: str):
+    with OddWindowServer(Reply(answer(api))) as server:
+        result = asyncio.run(run("hi", model=make_model(api, server)))
+    ended_cleanly(result, "complete")
+
+
+def test_a_model_whose_window_question_raises_still_runs():
+    from agentkernel import ScriptedModel
+
+    class Asking(ScriptedModel):
+        async def discover_context_window(self) -> int | None:
+            raise RuntimeError("no idea")
+
+    result = asyncio.run(run("hi", model=Asking(["Hello."])))
+    ended_cleanly(result, "complete")
+
+
 # -- events no adapter can read ---------------------------------------------------------------------------------
 
 ON_FIRE = {"type": "error", "error": {"type": "overloaded_error", "message": "the server is on fire"},
