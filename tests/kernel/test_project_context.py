@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fake_notebook import FakeNotebook, code_cell
 from kernel_client import KernelSession, kernel_env
 from mcp_servers import EVERYTHING, need, write_config
 from openai_server import TEST_KEY, Reply, ScriptedServer, responses_events
-from test_notebook_comm import FakeNotebook, code_cell
 
 SECRET = "ghp_ProjectInstructionToken0123456789abc"
 PICTURES = Path(__file__).parents[1] / "mcp" / "picture_server.py"
