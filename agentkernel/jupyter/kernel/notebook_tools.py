@@ -145,7 +145,7 @@ class NotebookTools:
             self.anchor = cell_id
         self.seen[cell_id] = Seen(source, True)
         self.types[cell_id] = cell_type
-        self.changed(ctx.run_id).added(cell_id, cell_type, source, ctx.call_id)
+        self.run_log(ctx.run_id).added(cell_id, cell_type, source, ctx.call_id)
         return (f"added a {cell_type} cell, id {cell_id}, at index {reply.get('index')} (below cell {anchor}). "
                 "It has not run: the user runs it (run_python runs code now).")
 
@@ -167,7 +167,7 @@ class NotebookTools:
                                           metadata=_metadata(ctx.run_id, ctx.call_id))
         if reply.get("ok"):
             self.seen[cell_id] = Seen(written, True)
-            self.changed(ctx.run_id).edited(cell_id, self.types.get(cell_id, "code"), old, written, ctx.call_id,
+            self.run_log(ctx.run_id).edited(cell_id, self.types.get(cell_id, "code"), old, written, ctx.call_id,
                                             reply)
             return (f"edited cell {cell_id} (one undo in its editor restores it); it has not run. The "
                     f"change:\n{diff(redact_text(old), source)}")
@@ -242,7 +242,7 @@ class NotebookTools:
                 if not reply.get("ok"):
                     break
                 anchor = self.anchor = str(reply.get("cell_id"))
-                self.changed(run_id).added(anchor, "code", code.strip(), call_id)
+                self.run_log(run_id).added(anchor, "code", code.strip(), call_id)
                 left.pop(0)
         return [code for _, code in left]
 
@@ -269,8 +269,10 @@ class NotebookTools:
 
     async def live_instructions(self) -> Instruction | None:
         """The tagged cells as the front end has them now (unsaved edits included), where agentkernel's extension
-        answers for a notebook cell; else those of the saved notebook."""
-        if self.request.cell_id and await self.front_end() is not None:
+        has answered in this client session already; else those of the saved notebook. (Not a hello of its own: in a
+        front end that neither answers nor closes the comm, that would cost every session's first run its timeout.)"""
+        known = self.request.session and self.bridge.answered_session == self.request.session
+        if known and self.request.cell_id and await self.front_end() is not None:
             try:
                 return _tagged(await self.read_live())
             except (NotebookUnavailable, RuntimeError, ValueError):
@@ -279,7 +281,7 @@ class NotebookTools:
 
     # -- helpers ---------------------------------------------------------------------------------------------
 
-    def changed(self, run_id: str) -> RunChanges:
+    def run_log(self, run_id: str) -> RunChanges:
         """This run's log of changed cells (made at its first change)."""
         if self.changes is None:
             self.changes = self.log.run(run_id)
