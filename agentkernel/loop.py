@@ -228,7 +228,8 @@ class AgentLoop:
         KERNEL.refresh()  # the secret set as the run starts (the runner keeps it current after each tool)
         discover = getattr(self.model, "discover_context_window", None)
         if self.context.window is None and discover is not None:
-            self.context.window = await discover()
+            with contextlib.suppress(Exception):  # a model that cannot say: the window is learned from an overflow
+                self.context.window = await discover()
         if self.transcript:
             self.transcript.write({"event": "start", "run_id": self.run_id, "system": self.system,
                                    **self._briefing()})
