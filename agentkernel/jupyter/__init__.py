@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..distribution import foreign_distribution
 from .errors import STOP_ERRORS, AgentConfigError, AgentError, AgentStop
 from .kernel.tools import KERNEL_TOOL_NAMES, KernelTools, kernel_tools
 from .magics import AgentMagics
@@ -12,6 +13,8 @@ __all__ = ["KERNEL_TOOL_NAMES", "STOP_ERRORS", "AgentConfigError", "AgentError",
 
 
 def load_ipython_extension(ipython) -> None:  # noqa: ANN001
+    if clash := foreign_distribution():
+        print(clash)
     ipython.register_magics(AgentMagics)
     if rewrite_agent_cell not in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.insert(0, rewrite_agent_cell)
