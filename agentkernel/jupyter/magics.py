@@ -32,7 +32,7 @@ from ..loop import AgentLoop
 from ..models.base import Model, accepts_images
 from ..models.providers import resolve, split_model
 from ..pricing import parse_price
-from ..record.transcript import load_transcript
+from ..record.transcript import KEEP, load_transcript
 from ..result import LoopResult
 from ..secrets import KERNEL, MIN_SECRET_CHARS, SecretSet, marker
 from ..stop import StopSignal
@@ -109,6 +109,7 @@ class AgentMagics(Magics):
         super().__init__(shell, **kwargs)
         self.mcp_servers = KernelServers()
         self.noted: set[tuple[str, str | None]] = set()
+        self.told_transcripts = False
 
     # -- the magic -------------------------------------------------------------------------------------------
 
@@ -330,10 +331,14 @@ class AgentMagics(Magics):
             stop=stop,
             on_event=fan_out(panel, record),
             approve=self.approver(panel, options, clickable, notebook, untrusted),
-            transcript=options.transcripts,
+            transcript=transcript_folder(options.transcripts),
             context_window=options.context_window or None,
             price=parse_price(options.price) if options.price else None,
         )
+        if loop.transcript and not self.told_transcripts:  # once per kernel, live only (paths differ by machine)
+            self.told_transcripts = True
+            panel.note = (f"runs are saved in {loop.transcript.path.parent} (the newest {KEEP} kept; "
+                          "--no-transcript: none)")
         bundle = panel.widget._repr_mimebundle_()
         bundle["text/plain"] = PANEL_TEXT  # a fixed text, so saved notebooks compare equal under nbval
         display(bundle, raw=True)
@@ -589,6 +594,20 @@ def cassette_file(flag: str, path: str, read: Callable[[str], Model]) -> Model:
         raise AgentConfigError(f"{flag}: cannot read {path!r} ({e})") from None
     except ValueError as e:  # names the file and the line
         raise AgentConfigError(f"{flag}: {e}") from None
+
+
+def transcript_folder(setting: str | None) -> str | bool:
+    """What ``AgentLoop(transcript=...)`` takes for the ``transcripts`` setting: True for the default folder, False
+    for none (``""``), else the folder, made now (AgentConfigError when it cannot be)."""
+    if setting is None or not setting:
+        return setting is None
+    folder = os.path.abspath(os.path.expanduser(setting))  # where it was made, whatever the kernel does later
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+        raise AgentConfigError(f"transcripts: cannot make the folder {setting!r} ({e.strerror or e}); "
+                               "%config AgentMagics.transcripts = '' writes none") from None
+    return folder
 
 
 def writable(flag: str, path: str) -> None:

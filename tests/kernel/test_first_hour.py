@@ -170,3 +170,35 @@ def test_another_projects_agentkernel_installed_beside_this_one_is_named_at_load
     assert clash.strip().endswith("fix: pip uninstall agentkernel && pip install --force-reinstall jupyter-agentkernel")
     kernel.ok("from agentkernel import ScriptedModel\nm = ScriptedModel(['hi'])")
     assert kernel.run("%%agent -m m\nhi").status == "ok"  # still this package's magic
+
+
+# -- where runs are stored -----------------------------------------------------------------------------------------
+
+def test_the_first_transcript_writing_run_says_where_once_and_no_transcript_writes_none(tmp_path: Path):
+    def told(cell) -> list[str]:
+        return [m["content"]["data"]["state"]["value"] for m in cell.of_type("comm_open", "comm_msg")
+                if "runs are saved in" in str(m["content"]["data"].get("state", {}).get("value", ""))]
+
+    def runs(folder: Path) -> int:
+        return len(list(folder.glob("*.jsonl"))) if folder.is_dir() else 0
+
+    folder = tmp_path / "transcripts"  # kernel_env's AGENTKERNEL_TRANSCRIPTS
+    with agent_kernel(tmp_path) as ks:
+        ks.ok("import os\nos.environ.pop('CI', None)\nfrom agentkernel import ScriptedModel\nm = ScriptedModel(['hi'])")
+        off = ks.run("%%agent -m m --no-transcript\nhello")  # writes none, and so says nothing
+        assert off.status == "ok" and told(off) == [] and runs(folder) == 0, off.describe()
+        assert ks.value("_agent.transcript") is None
+        first = ks.run("%%agent -m m\nhello")
+        (line,) = set(told(first))
+        assert f"runs are saved in {folder} (the newest 200 kept; --no-transcript: none)" in line, line
+        assert runs(folder) == 1 and ks.value("_agent.transcript").startswith(str(folder))
+        second = ks.run("%%agent -m m\nhello")
+        assert told(second) == [] and runs(folder) == 2  # said once per kernel
+        for setting in ('""', "False"):
+            ks.ok(f"%config AgentMagics.transcripts = {setting}")
+            assert ks.run("%%agent -m m\nhello").status == "ok" and runs(folder) == 2
+        ks.ok("%config AgentMagics.transcripts = 'elsewhere'")
+        assert ks.run("%%agent -m m\nhello").status == "ok" and runs(ks.cwd / "elsewhere") == 1
+        assert ks.value("_agent.transcript").startswith(str(ks.cwd / "elsewhere"))
+        ks.ok("%config AgentMagics.transcripts = True")  # the default folder again
+        assert ks.run("%%agent -m m --no-transcript\nhello").status == "ok" and runs(folder) == 2
