@@ -81,3 +81,20 @@ def test_a_provider_with_one_slip_is_suggested_and_never_sent_to_openai(name: st
 def test_names_that_are_no_typo_pass_as_they_are(name: str):
     assert misspelt_provider(name) is None
     assert resolve(name).model == name
+
+
+def test_the_readme_checkpoint_command_runs_the_three_tests():
+    import os
+    import subprocess
+    import sys
+
+    section = (REPO / "README.md").read_text().split("## The course", 1)[1].split("\n## ", 1)[0]
+    command = re.search(r"```bash\n(python -m pytest [^\n#]+?)\s*(?:#[^\n]*)?\n```", section)[1]  # type: ignore[index]
+    notebook = (REPO / "notebooks" / "01_no_round_cap.ipynb").read_text()
+    assert command in notebook  # the first course notebook names the same command
+    for words in ([], ["-k", "repeated"]):
+        result = subprocess.run([sys.executable, *command.split()[1:], "-q", "-p", "no:cacheprovider", *words],
+                                cwd=REPO, capture_output=True, text=True, timeout=300,
+                                env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert result.returncode == 0, result.stdout[-2000:]
+        assert f"{3 if not words else 1} passed" in result.stdout, result.stdout[-2000:]
