@@ -185,8 +185,10 @@ def test_jupyterlab_finds_the_extension_enabled_after_a_plain_install(venv: Path
 
 def test_the_demo_notebook_runs_from_the_installed_wheel(venv: Path, tmp_path: Path):
     # After the lab extra (the test above) as scripts/demo.sh has it: nbclient, outside the checkout.
-    notebook = tmp_path / "01_no_round_cap.ipynb"
-    notebook.write_bytes((REPO / "notebooks" / notebook.name).read_bytes())
+    import shutil
+
+    shutil.copytree(REPO / "notebooks", tmp_path / "notebooks")  # the notebook and the data it reads
+    notebook = tmp_path / "notebooks" / "01_no_round_cap.ipynb"
     demo = tmp_path / "demo.py"
     demo.write_bytes((REPO / "scripts" / "demo.py").read_bytes())
     result = subprocess.run([venv / "bin" / "python", demo, notebook], capture_output=True, text=True, timeout=600,
