@@ -36,7 +36,7 @@ from ..result import LoopResult
 from ..secrets import KERNEL, MIN_SECRET_CHARS, SecretSet, marker
 from ..skills import Skills
 from ..stop import StopSignal
-from .approvals import asks_on_terminal, headless_runner, no_clicks_reason
+from .approvals import asks_on_terminal, headless_runner, is_terminal, no_clicks_reason
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
 from .exits import exit_refused
 from .kernel.notebook import ExecuteRequest
@@ -158,7 +158,7 @@ class AgentMagics(Magics):
                     done.wait(0.1)
                 except KeyboardInterrupt:
                     run.interrupted = True
-                    run.loop.stop.set("interrupted by the kernel interrupt")
+                    run.loop.stop.set(self.interrupt_reason())
         if failure:
             raise failure[0]
         self.finish(run)
@@ -541,6 +541,11 @@ class AgentMagics(Magics):
 
     # -- ending a run ----------------------------------------------------------------------------------------
 
+    def interrupt_reason(self) -> str:
+        """How a SIGINT is named in the run's ending: the user's Ctrl-C in terminal IPython, else the kernel's
+        interrupt (a notebook's ■ button, or a console's Ctrl-C sent to the kernel)."""
+        return "interrupted by you (Ctrl-C)" if is_terminal(self.shell) else "interrupted by the kernel interrupt"
+
     @contextlib.contextmanager
     def interrupt_stops(self, run: CellRun) -> Iterator[None]:
         """While the cell awaits, the first SIGINT stops the loop cleanly; a second one cancels as usual."""
@@ -556,7 +561,7 @@ class AgentMagics(Magics):
                     previous(signum, frame)
                 return
             run.interrupted = True
-            run.loop.stop.set("interrupted by the kernel interrupt")
+            run.loop.stop.set(self.interrupt_reason())
 
         signal.signal(signal.SIGINT, handler)
         try:
