@@ -10,6 +10,9 @@ user's cell runs while the session is open, and a call that comes meanwhile runs
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -211,3 +214,29 @@ def test_stop_ends_the_session_and_a_second_serve_is_refused_while_one_runs(kern
     again = kernel.run("%agent_serve")
     assert again.errors and "already serving" in again.errors[0]["evalue"]
     assert kernel.value("_agent_serve.url") == url
+
+
+def test_the_stdio_bridge_reaches_the_same_kernel(kernel, serve):
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    _, url, headers = serve()
+    kernel.ok("bridged = 'through stdio'")
+    env = {**os.environ, "AGENTKERNEL_TOKEN": headers["Authorization"].split()[1]}
+    bridge = StdioServerParameters(command=sys.executable, args=["-m", "agentkernel.serve_stdio", url], env=env)
+
+    async def main() -> None:
+        async with Client(stdio_client(bridge)) as c:
+            tools = {t.name: t.annotations for t in (await c.list_tools()).tools}
+            assert tools["run_python"].destructive_hint is True
+            result = await c.call_tool("inspect_variable", {"name": "bridged"})
+            assert "through stdio" in text(result)
+
+    run(main)
+    assert kernel.value("[c.name for c in _agent_serve.calls]") == ["inspect_variable"]
+
+
+def test_the_stdio_bridge_without_a_token_says_how():
+    env = {k: v for k, v in os.environ.items() if k != "AGENTKERNEL_TOKEN"}
+    done = subprocess.run([sys.executable, "-m", "agentkernel.serve_stdio", "http://127.0.0.1:9/mcp"], env=env,
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and "AGENTKERNEL_TOKEN is not set" in done.stderr and done.stdout == ""
