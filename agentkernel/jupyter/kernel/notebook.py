@@ -70,6 +70,8 @@ class NotebookBridge:
     """Why no front end answers (set when the last ``hello`` had no answer)."""
     absent_session: str | None = None
     """The client session in which no front end answered: the next hello waits for a new session."""
+    answered_session: str | None = None
+    """The client session in which the extension last answered a hello."""
     comm: Any = None
     loop: asyncio.AbstractEventLoop | None = None
     pending: dict[str, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
@@ -120,7 +122,7 @@ class NotebookBridge:
             self.close()
             self.absent, self.absent_session = f"{e}", session
             return None
-        self.absent, self.absent_session = "", None
+        self.absent, self.absent_session, self.answered_session = "", None, session
         return self.front_end
 
     async def request(self, op: str, **fields: Any) -> dict[str, Any]:

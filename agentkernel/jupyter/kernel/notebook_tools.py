@@ -269,8 +269,10 @@ class NotebookTools:
 
     async def live_instructions(self) -> Instruction | None:
         """The tagged cells as the front end has them now (unsaved edits included), where agentkernel's extension
-        answers for a notebook cell; else those of the saved notebook."""
-        if self.request.cell_id and await self.front_end() is not None:
+        has answered in this client session already; else those of the saved notebook. (Not a hello of its own: in a
+        front end that neither answers nor closes the comm, that would cost every session's first run its timeout.)"""
+        known = self.request.session and self.bridge.answered_session == self.request.session
+        if known and self.request.cell_id and await self.front_end() is not None:
             try:
                 return _tagged(await self.read_live())
             except (NotebookUnavailable, RuntimeError, ValueError):
