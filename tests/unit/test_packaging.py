@@ -83,6 +83,15 @@ def test_names_that_are_no_typo_pass_as_they_are(name: str):
     assert resolve(name).model == name
 
 
+def test_the_course_is_counted_right_where_it_is_counted():
+    numbers = sorted(int(p.name[:2]) for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    words = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+             "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"]
+    assert numbers == list(range(1, len(numbers) + 1))
+    assert f"The course, {words[len(numbers)]} short notebooks" in (REPO / "docs" / "getting-started.md").read_text()
+    assert f"`notebooks/01_…` to `{len(numbers):02d}_…`" in (REPO / "README.md").read_text()
+
+
 def test_the_readme_checkpoint_command_runs_the_three_tests():
     import os
     import subprocess
