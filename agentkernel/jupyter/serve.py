@@ -192,7 +192,8 @@ class KernelServing:
             return "no session is serving"
         served.server.session.end("ended with %agent_serve stop")
         await served.server.stop()
-        return f"the session at {served.url} ended after {len(served.calls)} calls"
+        n = len(served.calls)
+        return f"the session has ended after {n} call{'s' * (n != 1)}"
 
 
 def port_option(words: list[str]) -> tuple[int, list[str]]:
