@@ -27,6 +27,7 @@ from pydantic import create_model
 
 from .._version import __version__
 from ..errors import AgentConfigError
+from ..extras import missing, needs
 from ..record.images import images_for_model
 from ..tether import tethered
 from ..tools import Display, Tool, ToolError, ToolOutput
@@ -34,7 +35,7 @@ from ..tools.schemas import Arguments
 from .config import MCPConfig, ServerEntry, load_config, parse_config
 from .results import Outcome, outcome
 
-INSTALL_HINT = "MCP servers need the mcp package: pip install 'agentkernel[mcp]'"
+INSTALL_HINT = missing("mcp")
 MAX_NAME = 64
 STOP_TIMEOUT = 10.0
 """Seconds a server gets to stop (the SDK closes stdin, then terminates, then kills, within about 5 s)."""
@@ -126,10 +127,8 @@ class MCPServer:
         await self.start()
 
     async def _start(self) -> None:
-        try:
+        with needs("mcp"):
             import mcp  # noqa: F401 - only to say how to install it
-        except ImportError:
-            raise AgentConfigError(INSTALL_HINT) from None
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[tuple[Any, list[Any]]] = loop.create_future()
         self._stopping = asyncio.Event()

@@ -370,7 +370,7 @@ def test_without_the_mcp_package_mcp_says_how_to_install_it(tmp_path: Path):
         write_config(ks.cwd / ".mcp.json", {"mcpServers": {"time": {"command": "mcp-server-time"}}})
         ks.ok("from agentkernel import ScriptedModel\nm = ScriptedModel(['done'])")
         [error] = ks.run("%%agent -m m --mcp time\ngo").errors
-    assert error["ename"] == "AgentConfigError" and "pip install 'agentkernel[mcp]'" in error["evalue"]
+    assert error["ename"] == "AgentConfigError" and "pip install 'jupyter-agentkernel[mcp]'" in error["evalue"]
 
 
 def test_a_server_installed_in_the_kernels_environment_is_found_without_path(tmp_path: Path):
