@@ -353,7 +353,7 @@ class AgentMagics(Magics):
         for problem in skills.problems:
             self.note(problem)
         return CellSetup(plan, model, prompt, tools, history, clickable,
-                         plan.instructions(folder, notebook.saved_instructions()), skills)
+                         plan.instructions(folder, tools.notebook.saved_instructions()), skills)
 
     async def brief(self, setup: CellSetup) -> None:
         """What needs the kernel's event loop before the run: the notebook's tagged cells as the front end has them,
