@@ -90,13 +90,15 @@ from urllib.parse import quote
 import pandas
 import agentkernel
 _s = json.loads({values!r})
-os.environ.update(ALPHA_TOKEN=_s["ALPHA_TOKEN"], PEM_PRIVATE_KEY=_s["PEM_PRIVATE_KEY"], PLAIN_SETTING=_s["PLAIN_SETTING"],
+os.environ.update(ALPHA_TOKEN=_s["ALPHA_TOKEN"], PEM_PRIVATE_KEY=_s["PEM_PRIVATE_KEY"],
+                  PLAIN_SETTING=_s["PLAIN_SETTING"],
                   DATABASE_URL="postgres://me:" + quote(_s["DATABASE_URL"], safe="") + "@db.example/app")
 os.environ.pop("SERVICE_TOKEN", None)
 db_password = _s["db_password"]
 agentkernel.secrets.add(_s["vault"], name="vault")
 holder_str = "config: " + "x" * 150 + _s["ALPHA_TOKEN"] + " end"
-holder_dict = {{"service": {{"token": _s["PLAIN_SETTING"], "url": os.environ["DATABASE_URL"]}}, "pem": _s["PEM_PRIVATE_KEY"]}}
+holder_dict = {{"service": {{"token": _s["PLAIN_SETTING"], "url": os.environ["DATABASE_URL"]}},
+               "pem": _s["PEM_PRIVATE_KEY"]}}
 holder_df = pandas.DataFrame({{"user": ["ann", "bob"], "credential": [_s["vault"], _s["db_password"]]}})
 
 
@@ -183,7 +185,8 @@ def plant(kernel: KernelSession, values: dict[str, str]) -> None:
     """The secrets where the run will find them (the kernel's variables and environment, a file, the MCP payload,
     a failed cell)."""
     root = kernel.cwd.parent
-    kernel.ok(SETUP.format(values=json.dumps(values)))
+    # SERVICE_TOKEN is no secret until issue_token puts it in the environment: only that tool knows it.
+    kernel.ok(SETUP.format(values=json.dumps({k: v for k, v in values.items() if k != "SERVICE_TOKEN"})))
     kernel.ok("%agent_secret db_password")
     kernel.run("raise RuntimeError('could not log in with ' + _s['vault'][:60])")  # for last_error
     (kernel.cwd / "notes.txt").write_text(f"key {values['ALPHA_TOKEN']}\npem {values['PEM_PRIVATE_KEY']}\n"
@@ -215,7 +218,9 @@ def road_texts(kernel: KernelSession, model: HostileModel, sent: int, messages: 
     }
 
 
-@settings(max_examples=1, deadline=None, database=None, phases=[Phase.generate],
+# A few examples, each a whole run in the one kernel (about 8 s on a 2-core VM); no shrinking, which would rerun
+# the kernel for minutes: a failure is reported with the example as drawn.
+@settings(max_examples=4, deadline=None, database=None, phases=[Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                  HealthCheck.data_too_large])
 @given(st.fixed_dictionaries({name: LINES if name == "PEM_PRIVATE_KEY" else VALUE for name in RULES}))
@@ -227,10 +232,7 @@ def test_no_piece_of_a_secret_leaves_by_any_road(kernel: KernelSession, model: H
             "Log in with {db_password} and tell me what you find.")
     notebook = FakeNotebook(kernel, notebook_cells(values, code))
     sent = len(model.requests)
-    cell = notebook.submit(code)
-    notebook.serve_until(cell, lambda: cell.done, 120)
-    open("/tmp/secrets-debug.txt", "w").write(cell.stderr + json.dumps(cell.errors))
-    assert cell.status == "ok"
+    cell = notebook.run(notebook.submit(code), timeout=120)
     assert kernel.value("_agent.status") == "complete", kernel.value("_agent.summary")
     outputs = kernel.value("{i['call_id']: i['output'] for i in _agent.history if i['type'] == 'function_call_output'}")
     assert not any(o.startswith("error: bad arguments") for o in outputs.values()), outputs
@@ -238,7 +240,6 @@ def test_no_piece_of_a_secret_leaves_by_any_road(kernel: KernelSession, model: H
     everything = {"MCP_KEY": MCP_KEY, **values}
     found = {road: leaks(everything, texts) for road, texts in
              road_texts(kernel, model, sent, cell.messages, cassette).items()}
-    open("/tmp/secrets-debug.txt", "w").write(json.dumps({"values": values, "outputs": outputs}, indent=1))
     assert not {road: pieces for road, pieces in found.items() if pieces}, found
 
     # Nothing lost: the edited cell holds its value where the model kept the marker; a marker anywhere else wrote
