@@ -14,12 +14,12 @@ from __future__ import annotations
 import html
 import re
 import time
-from collections.abc import Callable
 from typing import Any
 
-from kernel_client import Cell, KernelSession, kernel_fixtures
+from fake_notebook import FakeNotebook, code_cell
+from kernel_client import KernelSession, kernel_fixtures
 
-from agentkernel.jupyter.kernel.notebook import COMM_TARGET, HELLO_TIMEOUT
+from agentkernel.jupyter.kernel.notebook import HELLO_TIMEOUT
 
 SETUP = """\
 %reset -f
@@ -41,104 +41,6 @@ def call_ids(name):
 """
 
 session, kernel = kernel_fixtures("notebook_comm", SETUP)
-
-
-def code_cell(cell_id: str, source: str, count: int | None = None, error: bool = False, out: str = "") -> dict:
-    return {"id": cell_id, "cell_type": "code", "source": source, "execution_count": count, "has_error": error,
-            "outputs_text": out, "metadata_agentkernel": None}
-
-
-class FakeNotebook:
-    """agentkernel's front-end extension, played by the test: it answers the kernel's requests from ``cells``."""
-
-    def __init__(self, kernel: KernelSession, cells: list[dict[str, Any]], *, close: bool = False):
-        self.kernel = kernel
-        self.cells = cells
-        self.close = close  # answer the comm_open with comm_close, as JupyterLab without the extension does
-        self.requests: list[dict[str, Any]] = []
-        self.comms: set[str] = set()
-        self.handled: set[str] = set()
-        self.after_read: Callable[[], None] | None = None  # what the user does once the model has read
-        self.made = 0
-        self.active = "agent"  # the user's active cell
-        self.panel = True  # False: the extension finds no notebook panel for this kernel
-
-    def submit(self, code: str, cell_id: str = "agent") -> Cell:
-        """Send the agent's cell as JupyterLab does: an execute_request with ``metadata.cellId``."""
-        content = {"code": code, "silent": False, "store_history": True, "user_expressions": {},
-                   "allow_stdin": False, "stop_on_error": True}
-        msg = self.kernel.kc.session.msg("execute_request", content, metadata={"cellId": cell_id})
-        self.kernel.kc.shell_channel.send(msg)
-        return Cell(self.kernel, msg["header"]["msg_id"], code)
-
-    def serve_until(self, cell: Cell, done: Callable[[], bool], timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while not done():
-            assert time.monotonic() < deadline, f"timed out\n{cell.describe()}"
-            self.kernel.pump(0.02)
-            self.serve(cell)
-
-    def run(self, cell: Cell, timeout: float = 30) -> Cell:
-        self.serve_until(cell, lambda: cell.done, timeout)
-        assert cell.status == "ok" and not cell.errors, cell.describe()
-        return cell
-
-    def serve(self, cell: Cell) -> None:
-        for msg in cell.messages:
-            content = msg["content"]
-            if msg["header"]["msg_id"] in self.handled:
-                continue
-            if msg["msg_type"] == "comm_open" and content.get("target_name") == COMM_TARGET:
-                self.comms.add(content["comm_id"])
-                if self.close:
-                    self.send("comm_close", {"comm_id": content["comm_id"], "data": {}})
-                    continue
-            elif not (msg["msg_type"] == "comm_msg" and content["comm_id"] in self.comms):
-                continue
-            self.handled.add(msg["header"]["msg_id"])
-            request = content["data"]
-            self.requests.append(request)
-            reply = {"request_id": request["request_id"], **self.answer(request)}
-            self.send("comm_msg", {"comm_id": content["comm_id"], "data": reply})
-            if request["op"] == "read" and self.after_read is not None:
-                after, self.after_read = self.after_read, None
-                after()  # (which may set the next one)
-
-    def send(self, msg_type: str, content: dict[str, Any]) -> None:
-        self.kernel.kc.shell_channel.send(self.kernel.kc.session.msg(msg_type, content))
-
-    def answer(self, request: dict[str, Any]) -> dict[str, Any]:
-        op = request["op"]
-        if not self.panel:
-            return {"ok": False, "reason": "error", "error": "no notebook panel has this kernel"}
-        if op == "hello":
-            return {"ok": True, "front_end": "jupyterlab", "version": "0.1.0", "can_edit": True}
-        if op == "read":
-            return {"ok": True, "path": "study.ipynb", "active_cell_id": self.active, "cells": self.cells}
-        ids = [c["id"] for c in self.cells]
-        wanted = request["after"] if op == "insert" else request["cell_id"]
-        if wanted not in ids:
-            return {"ok": False, "reason": "missing", "error": f"no cell with id {wanted!r}"}
-        if op == "insert":
-            self.made += 1
-            cell = {**code_cell(f"new-{self.made}", request["source"]), "cell_type": request["cell_type"],
-                    "metadata": request["metadata"]}
-            index = ids.index(wanted) + 1
-            self.cells.insert(index, cell)
-            return {"ok": True, "cell_id": cell["id"], "index": index}
-        cell = self.cells[ids.index(wanted)]
-        if cell["source"] != request["expected_source"]:
-            return {"ok": False, "reason": "changed", "error": "the cell changed since it was read",
-                    "source": cell["source"]}
-        old, cell["source"], cell["metadata"] = cell["source"], request["source"], request["metadata"]
-        return {"ok": True, "old_source": old}
-
-    def cell(self, cell_id: str) -> dict[str, Any]:
-        return next(c for c in self.cells if c["id"] == cell_id)
-
-    @property
-    def ops(self) -> list[str]:
-        return [r["op"] for r in self.requests]
 
 
 def study(agent_code: str) -> list[dict[str, Any]]:
@@ -172,7 +74,7 @@ def test_read_shows_every_cell_in_order_and_marks_the_agent_cell(kernel: KernelS
                         "··· outputs:\nKeyError: 'Pune'")
     assert cells[3] == f"cell 3 · code · id agent · THIS CELL: the %%agent cell running now\n{code}"
     assert cells[4] == "cell 4 · code · id later\n# not run yet"
-    assert notebook.ops == ["hello", "read", "read"]  # the run's start reads the cells tagged agent-instructions
+    assert notebook.ops == ["hello", "read"]
 
 
 def test_add_cell_inserts_below_the_agent_cell_in_the_order_written_with_metadata(kernel: KernelSession):
@@ -204,7 +106,7 @@ def test_edit_cell_writes_a_read_cell_and_refuses_one_changed_since_or_never_rea
     def users_fix() -> None:
         notebook.cell("broken").update(source="rain['Pune'] = 7  # the user's fix")
 
-    notebook.after_read = lambda: setattr(notebook, "after_read", users_fix)  # the first read: the tagged cells
+    notebook.after_read = users_fix
     notebook.run(notebook.submit(code))
     _, edited, changed, never = kernel.value("outputs()")
     assert edited == ("edited cell load (one undo in its editor restores it); it has not run. The change:\n"
@@ -249,7 +151,7 @@ def test_deny_an_edit_with_a_note_writes_nothing_and_the_note_reaches_the_model(
     assert kernel.value("outputs()")[1] == "denied by the user: keep the loading cell as it is"
     assert notebook.cell("load")["source"] == "rain = {'Oslo': 3, 'Lima': 0}"
     assert "metadata" not in notebook.cell("load")
-    assert notebook.ops == ["hello", "read", "read"]  # no replace was sent (the first read: the tagged cells)
+    assert notebook.ops == ["hello", "read"]  # no replace was sent
 
 
 def test_cells_option_puts_each_executed_snippet_in_a_real_cell(kernel: KernelSession):
@@ -286,3 +188,58 @@ def test_an_extension_without_the_notebook_panel_is_no_front_end(kernel: KernelS
     assert text.startswith("[no notebook extension answers here (the front end answered: no notebook panel has "
                            "this kernel)")
     assert "no notebook is known" in text and notebook.ops == ["hello"]
+
+
+def test_a_failed_hello_is_tried_again_in_the_next_run(kernel: KernelSession):
+    """Issue 27, item 9: a hello the front end answered with an error, or with a reply that is not agentkernel's,
+    disabled the notebook tools for that front end until the page was reloaded (the same client session)."""
+    code = agent_cell(kernel, [("read_notebook", {})])
+    notebook = FakeNotebook(kernel, study(code))
+    notebook.panel = False  # the extension found no panel for this kernel yet (the notebook was still opening)
+    notebook.run(notebook.submit(code))
+    assert kernel.value("outputs()")[0].startswith("[no notebook extension answers here")
+    notebook.panel = True
+    code = agent_cell(kernel, [("read_notebook", {})])
+    notebook.run(notebook.submit(code))
+    assert kernel.value("outputs()")[0].startswith("notebook study.ipynb, live in JupyterLab")
+    assert notebook.ops[:2] == ["hello", "hello"] and "read" in notebook.ops
+
+
+JUNK = 2000
+
+
+def test_junk_replies_cost_no_more_than_reading_them(kernel: KernelSession):
+    """Issue 27, item 9, counted in work, not time: 2,000 replies nobody asked for, sent while the run waits for its
+    read and after the run closed the comm, schedule nothing on the kernel's event loop and write nothing to the
+    cell's stderr (each made the comm package log "No such comm" through ipykernel's IO thread: about a minute on a
+    loaded machine)."""
+    kernel.ok("from agentkernel.jupyter.kernel import notebook as _nb\n"
+              "_settled = []\n"
+              "_settle = _nb.NotebookBridge._settle\n"
+              "_nb.NotebookBridge._settle = lambda self, reply: (_settled.append(reply), _settle(self, reply))[1]\n"
+              "_dropped = _nb.LATE_REPLIES.dropped")
+    code = agent_cell(kernel, [("read_notebook", {}), ("read_notebook", {"start": 1})])
+    notebook = FakeNotebook(kernel, study(code))
+    junk = [{"request_id": f"junk-{i}", "ok": True, "cells": []} for i in range(JUNK // 2)] + \
+        [{"request_id": [[[i]]], "ok": "yes"} for i in range(JUNK // 2)]
+
+    def send_junk() -> None:
+        for data in junk:
+            notebook.send("comm_msg", {"comm_id": comm_id, "data": data})
+
+    comm_id = ""
+
+    def after_read() -> None:  # the model has read; the run goes on with the junk arriving
+        nonlocal comm_id
+        comm_id = next(iter(notebook.comms))
+        send_junk()
+
+    notebook.after_read = after_read
+    notebook.run(notebook.submit(code))
+    assert kernel.value("len(outputs())") == 2
+    send_junk()  # the run closed the comm: to a comm the kernel no longer has
+    kernel.ok("import time; time.sleep(0.01)")  # queued behind the junk: the kernel has read it all
+    assert kernel.value("len(_settled)") == len(notebook.requests) >= 3  # hello and the reads: the real replies
+    assert kernel.value("_nb.LATE_REPLIES.dropped - _dropped") >= JUNK  # each warning dropped, unwritten
+    streams = [m for messages in kernel.iopub.values() for _, m in messages if m["msg_type"] == "stream"]
+    assert not [m for m in streams if "No such comm" in m["content"]["text"]]

@@ -10,6 +10,11 @@ user's cell runs while the session is open, and a call that comes meanwhile runs
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -211,3 +216,64 @@ def test_stop_ends_the_session_and_a_second_serve_is_refused_while_one_runs(kern
     again = kernel.run("%agent_serve")
     assert again.errors and "already serving" in again.errors[0]["evalue"]
     assert kernel.value("_agent_serve.url") == url
+
+
+def test_the_stdio_bridge_reaches_the_same_kernel(kernel, serve):
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    _, url, headers = serve()
+    kernel.ok("bridged = 'through stdio'")
+    env = {**os.environ, "AGENTKERNEL_TOKEN": headers["Authorization"].split()[1]}
+    bridge = StdioServerParameters(command=sys.executable, args=["-m", "agentkernel.serve_stdio", url], env=env)
+
+    async def main() -> None:
+        async with Client(stdio_client(bridge)) as c:
+            tools = {t.name: t.annotations for t in (await c.list_tools()).tools}
+            assert tools["run_python"].destructive_hint is True
+            result = await c.call_tool("inspect_variable", {"name": "bridged"})
+            assert "through stdio" in text(result)
+
+    run(main)
+    assert kernel.value("[c.name for c in _agent_serve.calls]") == ["inspect_variable"]
+
+
+def test_the_stdio_bridge_without_a_token_says_how():
+    env = {k: v for k, v in os.environ.items() if k != "AGENTKERNEL_TOKEN"}
+    done = subprocess.run([sys.executable, "-m", "agentkernel.serve_stdio", "http://127.0.0.1:9/mcp"], env=env,
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and "AGENTKERNEL_TOKEN is not set" in done.stderr and done.stdout == ""
+
+
+def gemini_cli() -> str:
+    """Gemini CLI (npm ``@google/gemini-cli``), from ``$AGENTKERNEL_GEMINI_CLI`` or PATH; skip without it (it is not
+    among the packages scripts/test.sh installs: it is large, and only this test uses it)."""
+    found = os.environ.get("AGENTKERNEL_GEMINI_CLI") or shutil.which("gemini")
+    if not found:
+        pytest.skip("Gemini CLI is not installed (npm install @google/gemini-cli; AGENTKERNEL_GEMINI_CLI=its path)")
+    return found
+
+
+def test_gemini_cli_connects_with_the_panels_snippet_and_not_with_a_wrong_token(kernel, serve, tmp_path):
+    gemini = gemini_cli()
+    _, url, headers = serve()
+    snippet = kernel.value("__import__('agentkernel.jupyter.serve', fromlist=['snippets']).snippets("
+                           "_agent_serve.url, _agent_serve.headers['Authorization'].split()[1])")
+    settings = json.loads(snippet["Gemini CLI (~/.gemini/settings.json)"])
+    assert settings["mcpServers"]["notebook"]["httpUrl"] == url
+
+    def listed(settings: dict) -> str:
+        home = tmp_path / f"home{len(list(tmp_path.iterdir()))}"
+        (home / ".gemini").mkdir(parents=True)
+        # A folder the CLI does not trust gets no MCP servers: this one is trusted for the test.
+        (home / ".gemini" / "settings.json").write_text(json.dumps({**settings,
+                                                                     "security": {"folderTrust": {"enabled": False}}}))
+        done = subprocess.run([gemini, "mcp", "list"], env={**os.environ, "HOME": str(home)}, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        return done.stdout + done.stderr
+
+    shown = listed(settings)
+    assert f"notebook: {url} (http) - Connected" in shown, shown
+    settings["mcpServers"]["notebook"]["headers"]["Authorization"] = "Bearer wrong"
+    shown = listed(settings)
+    assert "Connected" not in shown.replace("Disconnected", ""), shown
+    assert kernel.value("_agent_serve.server.rejected") > 0 and kernel.value("_agent_serve.calls") == []
