@@ -235,6 +235,9 @@ class AgentMagics(Magics):
 
     async def agent_serve_async(self, line: str) -> None:
         """The awaited form of ``%agent_serve`` that the input transformer produces."""
+        if is_terminal(self.shell):
+            raise UsageError("%agent_serve needs a Jupyter kernel: terminal IPython runs its event loop only while a "
+                             "cell runs, so a server started there would not answer between cells")
         words, rest = split_line(self.expand_text(line) if self.expand else line)
         port, words = port_option(words)
         if rest.strip() == "stop" and not words:

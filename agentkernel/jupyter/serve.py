@@ -25,6 +25,7 @@ from ..events import RunFinished
 from ..record.transcript import Transcript, transcript_dir
 from ..result import LoopResult
 from ..secrets import KERNEL
+from ..serve_stdio import TOKEN_ENV
 from ..stop import StopSignal
 from .panel import Panel
 from .plan import RunPlan, RunTools
@@ -37,7 +38,6 @@ SERVE_TEXT = ("[agentkernel: this kernel's tools are served over MCP while the s
               "_agent_serve.headers say how to connect, %agent_serve stop ends it]")
 """The serving cell's saved text: fixed (nbval compares it), and without the token."""
 SERVER_NAME = "notebook"
-TOKEN_ENV = "AGENTKERNEL_TOKEN"
 TOKEN_SECRET = "AGENT_SERVE_TOKEN"
 STOP_GRACE = 0.5
 """Seconds between Stop and the server's shutdown: the cut call's error result is sent meanwhile."""

@@ -188,3 +188,58 @@ def test_an_extension_without_the_notebook_panel_is_no_front_end(kernel: KernelS
     assert text.startswith("[no notebook extension answers here (the front end answered: no notebook panel has "
                            "this kernel)")
     assert "no notebook is known" in text and notebook.ops == ["hello"]
+
+
+def test_a_failed_hello_is_tried_again_in_the_next_run(kernel: KernelSession):
+    """Issue 27, item 9: a hello the front end answered with an error, or with a reply that is not agentkernel's,
+    disabled the notebook tools for that front end until the page was reloaded (the same client session)."""
+    code = agent_cell(kernel, [("read_notebook", {})])
+    notebook = FakeNotebook(kernel, study(code))
+    notebook.panel = False  # the extension found no panel for this kernel yet (the notebook was still opening)
+    notebook.run(notebook.submit(code))
+    assert kernel.value("outputs()")[0].startswith("[no notebook extension answers here")
+    notebook.panel = True
+    code = agent_cell(kernel, [("read_notebook", {})])
+    notebook.run(notebook.submit(code))
+    assert kernel.value("outputs()")[0].startswith("notebook study.ipynb, live in JupyterLab")
+    assert notebook.ops[:2] == ["hello", "hello"] and "read" in notebook.ops
+
+
+JUNK = 2000
+
+
+def test_junk_replies_cost_no_more_than_reading_them(kernel: KernelSession):
+    """Issue 27, item 9, counted in work, not time: 2,000 replies nobody asked for, sent while the run waits for its
+    read and after the run closed the comm, schedule nothing on the kernel's event loop and write nothing to the
+    cell's stderr (each made the comm package log "No such comm" through ipykernel's IO thread: about a minute on a
+    loaded machine)."""
+    kernel.ok("from agentkernel.jupyter.kernel import notebook as _nb\n"
+              "_settled = []\n"
+              "_settle = _nb.NotebookBridge._settle\n"
+              "_nb.NotebookBridge._settle = lambda self, reply: (_settled.append(reply), _settle(self, reply))[1]\n"
+              "_dropped = _nb.LATE_REPLIES.dropped")
+    code = agent_cell(kernel, [("read_notebook", {}), ("read_notebook", {"start": 1})])
+    notebook = FakeNotebook(kernel, study(code))
+    junk = [{"request_id": f"junk-{i}", "ok": True, "cells": []} for i in range(JUNK // 2)] + \
+        [{"request_id": [[[i]]], "ok": "yes"} for i in range(JUNK // 2)]
+
+    def send_junk() -> None:
+        for data in junk:
+            notebook.send("comm_msg", {"comm_id": comm_id, "data": data})
+
+    comm_id = ""
+
+    def after_read() -> None:  # the model has read; the run goes on with the junk arriving
+        nonlocal comm_id
+        comm_id = next(iter(notebook.comms))
+        send_junk()
+
+    notebook.after_read = after_read
+    notebook.run(notebook.submit(code))
+    assert kernel.value("len(outputs())") == 2
+    send_junk()  # the run closed the comm: to a comm the kernel no longer has
+    kernel.ok("import time; time.sleep(0.01)")  # queued behind the junk: the kernel has read it all
+    assert kernel.value("len(_settled)") == len(notebook.requests) >= 3  # hello and the reads: the real replies
+    assert kernel.value("_nb.LATE_REPLIES.dropped - _dropped") >= JUNK  # each warning dropped, unwritten
+    streams = [m for messages in kernel.iopub.values() for _, m in messages if m["msg_type"] == "stream"]
+    assert not [m for m in streams if "No such comm" in m["content"]["text"]]

@@ -71,6 +71,8 @@ class NotebookTools:
         self.log = ChangeLog.of(shell)
         self.changes: RunChanges | None = None
         """The cells this run added or edited (None until it changes one)."""
+        self.on_change: Callable[[RunChanges], None] | None = None
+        """Called at the run's first change of the notebook (the panel shows its Undo button then)."""
         self.anchor = ""  # the last cell this run put at the default place: the next one goes below it
         self.agent_cell = request.cell_id
         self.queued: list[tuple[str, str]] = []  # (cell_type, source) of add_cell calls with no extension
@@ -285,6 +287,8 @@ class NotebookTools:
         """This run's log of changed cells (made at its first change)."""
         if self.changes is None:
             self.changes = self.log.run(run_id)
+            if self.on_change is not None:
+                self.on_change(self.changes)
         return self.changes
 
     async def front_end(self) -> FrontEnd | None:
