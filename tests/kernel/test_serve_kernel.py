@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -277,3 +278,24 @@ def test_gemini_cli_connects_with_the_panels_snippet_and_not_with_a_wrong_token(
     shown = listed(settings)
     assert "Connected" not in shown.replace("Disconnected", ""), shown
     assert kernel.value("_agent_serve.server.rejected") > 0 and kernel.value("_agent_serve.calls") == []
+
+
+def test_claude_code_adds_the_panels_snippet_connects_and_lists_the_tools(kernel, serve, tmp_path):
+    claude = os.environ.get("AGENTKERNEL_CLAUDE_CLI") or shutil.which("claude")
+    if not claude:
+        pytest.skip("Claude Code is not installed (npm install @anthropic-ai/claude-code; AGENTKERNEL_CLAUDE_CLI=its "
+                    "path)")
+    serve()
+    snippet = kernel.value("__import__('agentkernel.jupyter.serve', fromlist=['snippets']).snippets("
+                           "_agent_serve.url, _agent_serve.headers['Authorization'].split()[1])")["Claude Code"]
+    words = shlex.split(snippet)
+    assert words[:2] == ["claude", "mcp"]
+    env = {**os.environ, "HOME": str(tmp_path)}  # its configuration goes to this test's own ~/.claude.json
+    added = subprocess.run([claude, *words[1:]], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                           stdin=subprocess.DEVNULL)
+    assert added.returncode == 0, added.stderr
+    listed = subprocess.run([claude, "mcp", "list"], env=env, cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120, stdin=subprocess.DEVNULL)
+    assert "notebook: " in listed.stdout and "Connected" in listed.stdout, listed.stdout + listed.stderr
+    assert any(name.startswith("claude-code") for name in kernel.value("list(_agent_serve.server.clients)"))
+    assert kernel.value("_agent_serve.server.rejected") == 0
