@@ -299,3 +299,23 @@ def test_claude_code_adds_the_panels_snippet_connects_and_lists_the_tools(kernel
     assert "notebook: " in listed.stdout and "Connected" in listed.stdout, listed.stdout + listed.stderr
     assert any(name.startswith("claude-code") for name in kernel.value("list(_agent_serve.server.clients)"))
     assert kernel.value("_agent_serve.server.rejected") == 0
+
+
+def test_a_side_effect_waits_for_an_awaiting_cell_and_a_read_runs_at_its_awaits(kernel, serve):
+    _, url, headers = serve("--allow-writes")
+    kernel.ok("import asyncio\nstage = 'before'")
+
+    async def main() -> None:
+        async with client(url, headers) as c:
+            await c.call_tool("list_variables", {})  # connected
+            busy = await asyncio.to_thread(kernel.submit,
+                                           "stage = 'in the cell'\nawait asyncio.sleep(2)\nstage = 'after the cell'")
+            await asyncio.sleep(0.5)
+            read = await c.call_tool("inspect_variable", {"name": "stage"})  # runs at the cell's await
+            assert "in the cell" in text(read), text(read)
+            wrote = await c.call_tool("run_python", {"code": "seen_by_agent = stage"})  # waits for the cell
+            assert not wrote.is_error, text(wrote)
+            await asyncio.to_thread(busy.wait, 30)
+
+    run(main)
+    assert kernel.value("seen_by_agent") == "after the cell"
