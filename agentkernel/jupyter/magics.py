@@ -235,8 +235,11 @@ class AgentMagics(Magics):
 
     async def agent_serve_async(self, line: str) -> None:
         """The awaited form of ``%agent_serve`` that the input transformer produces."""
-        words, rest = split_line(self.expand_text(line) if self.expand else line)
-        port, words = port_option(words)
+        if is_terminal(self.shell):
+            raise UsageError("%agent_serve needs a Jupyter kernel: terminal IPython runs its event loop only while a "
+                             "cell runs, so a server started there would not answer between cells")
+        port, line = port_option(self.expand_text(line) if self.expand else line)
+        words, rest = split_line(line)
         if rest.strip() == "stop" and not words:
             print(await self.serving.stop())
             return
@@ -251,7 +254,7 @@ class AgentMagics(Magics):
         self.note_short(options.secret_env)
         tools = self.run_tools(plan, model_images=True)
         nobody = self.nobody_answers()
-        served = await self.serving.start(plan, tools, port=port, nobody=nobody)
+        served = await self.serving.start(plan, tools, port=port, nobody=nobody, shell=self.shell)
         self.user_ns["_agent_serve"] = served
         bundle = served.panel.view._repr_mimebundle_()
         bundle["text/plain"] = SERVE_TEXT  # fixed, and without the token: the snippets live in widget state
