@@ -184,8 +184,8 @@ def test_the_first_transcript_writing_run_says_where_once_and_no_transcript_writ
 
     folder = tmp_path / "transcripts"  # kernel_env's AGENTKERNEL_TRANSCRIPTS
     with agent_kernel(tmp_path) as ks:
-        ks.ok("import os\nos.environ.pop('CI', None)\nfrom agentkernel import ScriptedModel\nm = ScriptedModel(['hi'])\n"
-              f"os.environ['HOME'] = {str(tmp_path)!r}")  # the folder is shown under ~
+        ks.ok("import os\nos.environ.pop('CI', None)\nfrom agentkernel import ScriptedModel\n"
+              f"m = ScriptedModel(['hi'])\nos.environ['HOME'] = {str(tmp_path)!r}")  # the folder is shown under ~
         off = ks.run("%%agent -m m --no-transcript\nhello")  # writes none, and so says nothing
         assert off.status == "ok" and told(off) == [] and runs(folder) == 0, off.describe()
         assert ks.value("_agent.transcript") is None
