@@ -238,8 +238,8 @@ class AgentMagics(Magics):
         if is_terminal(self.shell):
             raise UsageError("%agent_serve needs a Jupyter kernel: terminal IPython runs its event loop only while a "
                              "cell runs, so a server started there would not answer between cells")
-        words, rest = split_line(self.expand_text(line) if self.expand else line)
-        port, words = port_option(words)
+        port, line = port_option(self.expand_text(line) if self.expand else line)
+        words, rest = split_line(line)
         if rest.strip() == "stop" and not words:
             print(await self.serving.stop())
             return
