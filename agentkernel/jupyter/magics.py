@@ -420,8 +420,9 @@ class AgentMagics(Magics):
         )
         if loop.transcript and not self.told_transcripts:  # once per kernel, live only (paths differ by machine)
             self.told_transcripts = True
-            panel.note = (f"runs are saved in {loop.transcript.path.parent} (the newest {KEEP} kept; "
-                          "--no-transcript: none)")
+            folder, home = str(loop.transcript.path.parent), os.path.expanduser("~")
+            shown = "~" + folder[len(home):] if folder.startswith(home + os.sep) else folder
+            panel.note = f"runs are saved in {shown} (the newest {KEEP} kept; --no-transcript: none)"
         bundle = panel.widget._repr_mimebundle_()
         bundle["text/plain"] = PANEL_TEXT  # a fixed text, so saved notebooks compare equal under nbval
         display(bundle, raw=True)
