@@ -71,7 +71,7 @@ def start_slow_run(nb: NotebookPage) -> None:
     nb.run_and_wait(0)
     nb.run(1)
     expect(nb.stop_button(1)).to_be_enabled()
-    expect(nb.status(1)).to_contain_text("running · round 1")
+    expect(nb.status(1)).to_contain_text("running · 1 round")
     expect(nb.output(1)).to_contain_text("word word word")
 
 

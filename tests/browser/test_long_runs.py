@@ -94,7 +94,7 @@ def test_a_thousand_calls_stay_quick_to_expand_and_to_stop(open_notebook: OpenNo
     # Stopped after more than 1000 calls: the cell ends at once, and the next cell sees the result.
     nb.run(2)
     started = time.monotonic()
-    expect(nb.status(2)).to_contain_text(re.compile(r"running · round 1[0-9]{3} "), timeout=120_000)
+    expect(nb.status(2)).to_contain_text(re.compile(r"running · 1[0-9]{3} rounds "), timeout=120_000)
     seen = time.monotonic()
     # Queue the next cell from the keyboard: its prompt moves while the run's panel above it changes height.
     nb.page.keyboard.press("j")

@@ -63,6 +63,8 @@ class NotebookTools:
         self.anchor = ""  # the last cell this run put at the default place: the next one goes below it
         self.agent_cell = request.cell_id
         self.queued: list[tuple[str, str]] = []  # (cell_type, source) of add_cell calls with no extension
+        self.changed: list[str] = []
+        """The ids of the cells this run added or edited, in order (each once)."""
         self.tools: list[Tool] = [
             tool(self.read_notebook),
             tool(self.add_cell, read_only=False),
@@ -126,6 +128,7 @@ class NotebookTools:
         if not reply.get("ok"):
             raise CellNotWritten(f"not added: {_refusal(reply)}")
         cell_id = str(reply.get("cell_id"))
+        self.note_changed(cell_id)
         if not after or after == self.anchor:
             self.anchor = cell_id
         self.seen[cell_id] = Seen(source, True)
@@ -145,10 +148,13 @@ class NotebookTools:
         if why:
             raise CellNotWritten(self.absence_note() + why if self.bridge.front_end is None else why)
         old = self.seen[cell_id].source
+        # The cell's outputs were made by its old source: the front end clears its execution count in the same
+        # step (``stale``), and its metadata says which run changed it.
         reply = await self.bridge.request("replace", cell_id=cell_id, expected_source=old, source=source,
-                                          metadata=_metadata(ctx.run_id, ctx.call_id))
+                                          metadata=_metadata(ctx.run_id, ctx.call_id, edited=True), stale=True)
         if reply.get("ok"):
             self.seen[cell_id] = Seen(source, True)
+            self.note_changed(cell_id)
             return (f"edited cell {cell_id} (one undo in its editor restores it); it has not run. The "
                     f"change:\n{diff(old, source)}")
         if reply.get("reason") == "changed":
@@ -212,6 +218,7 @@ class NotebookTools:
                 if not reply.get("ok"):
                     break
                 anchor = self.anchor = str(reply.get("cell_id"))
+                self.note_changed(anchor)
                 left.pop(0)
         return [code for _, code in left]
 
@@ -223,6 +230,10 @@ class NotebookTools:
         return "\n\n".join(part for part in [*parts, *(c.strip() for c in code)] if part)
 
     # -- helpers ---------------------------------------------------------------------------------------------
+
+    def note_changed(self, cell_id: str) -> None:
+        if cell_id not in self.changed:
+            self.changed.append(cell_id)
 
     async def front_end(self) -> FrontEnd | None:
         """The extension answering for this notebook (said hello to once per run), or None."""
@@ -311,9 +322,10 @@ def _as_code(cell_type: str, source: str) -> str:
     return "\n".join(f"# {line}" if line.strip() else "#" for line in source.strip().splitlines())
 
 
-def _metadata(run_id: str, call_id: str) -> dict[str, Any]:
-    """What a written cell carries: the run and the call that wrote it."""
-    return {"agentkernel": {"run_id": run_id, "tool_call_id": call_id}}
+def _metadata(run_id: str, call_id: str, *, edited: bool = False) -> dict[str, Any]:
+    """What a written cell carries: the run and the call that wrote it; for an edited cell also
+    ``"source_changed": true``, its source changed since its outputs were made."""
+    return {"agentkernel": {"run_id": run_id, "tool_call_id": call_id, **({"source_changed": True} if edited else {})}}
 
 
 def _refusal(reply: dict[str, Any]) -> str:
