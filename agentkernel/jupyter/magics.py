@@ -20,43 +20,33 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 from IPython.display import DisplayHandle, display
 
-from ..guards import GuardConfig
 from ..loop import AgentLoop
 from ..models.base import Model, accepts_images
 from ..models.providers import resolve, split_model
-from ..pricing import parse_price
 from ..record.timeline import Timeline
 from ..record.transcript import load_transcript
 from ..result import LoopResult
 from ..secrets import KERNEL, MIN_SECRET_CHARS, SecretSet, marker
 from ..stop import StopSignal
-from ..tools import Approver, Tool, ToolCall, Verdict, tool
-from ..tools.files import FILE_TOOL_NAMES, file_tools
-from ..usage import Limits
-from .approvals import headless_runner, is_terminal, no_clicks_reason, nobody_approver, terminal_approver
+from .approvals import headless_runner, is_terminal, no_clicks_reason
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
 from .exits import exit_refused
 from .kernel.notebook import ExecuteRequest
 from .kernel.notebook_tools import NotebookTools
-from .kernel.tools import KERNEL_TOOL_NAMES, KernelTools
-from .mcp_servers import MCP_USAGE, KernelServers, mcp_tools
+from .kernel.tools import KernelTools
+from .mcp_servers import MCP_USAGE, KernelServers
 from .options import AgentOptions, merge, option_arguments, option_traits, split_line
 from .panel import Panel
+from .plan import RunPlan, RunTools
 from .render import record_bundle
 
-if TYPE_CHECKING:
-    from ..mcp import MCPServer
-
 DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"
-TOOL_ALIASES = {"notebook_cells": "read_notebook"}
-"""Built-in names kept for notebooks that use them: the tool they name now."""
-BUILT_IN_TOOLS = {*FILE_TOOL_NAMES, *KERNEL_TOOL_NAMES, *TOOL_ALIASES}
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 PANEL_TEXT = ""
 """The panel's text, live and once the record replaced it: empty, the same in both, so nbval (which ignores
@@ -82,6 +72,18 @@ class CellResult(LoopResult):
             n = len(self.executed_code)
             lines.append(f"code run in the kernel: {n} piece{'s' * (n != 1)} in .executed_code")
         return lines
+
+
+@dataclass
+class CellSetup:
+    """A cell's run before it starts: its plan, model, prompt (expanded) and tool sources."""
+
+    plan: RunPlan
+    model: Model
+    prompt: str
+    tools: RunTools
+    history: list[dict[str, Any]] | None = None
+    clickable: bool = True
 
 
 @dataclass
@@ -130,10 +132,11 @@ class AgentMagics(Magics):
         """
         with self.failed_start():
             options, prompt = self.parse(line, cell)
-            if self.mcp_servers.wanted(options, self.known_tools(options)).names:
+            setup = self.prepare(options, prompt, clickable=False)
+            if setup.tools.mcp.wanted:
                 raise AgentConfigError("MCP servers run on the kernel's event loop, so a cell that uses them must be "
                                        "awaited: turn %autoawait on (the default in a notebook)")
-            run = self.prepare(options, prompt, clickable=False)
+            run = self.launch(setup)
         context = contextvars.copy_context()  # so the worker thread's output lands in this cell
         done = threading.Event()
         failure: list[BaseException] = []
@@ -163,8 +166,9 @@ class AgentMagics(Magics):
         """The awaited form of ``%%agent`` that the input transformer produces."""
         with self.failed_start():
             options, prompt = self.parse(line, cell)
-            servers = await self.mcp_servers.start(self.mcp_servers.wanted(options, self.known_tools(options)))
-            run = self.prepare(options, prompt, servers=servers)
+            setup = self.prepare(options, prompt)
+            await setup.tools.start()
+            run = self.launch(setup)
         ticker = asyncio.ensure_future(run.panel.tick())
         try:
             with self.interrupt_stops(run), exit_refused(self.shell):
@@ -284,9 +288,8 @@ class AgentMagics(Magics):
             raise UsageError(f"{e}\nusage: {usage}\n(%%agent? lists the options)") from None
         return merge(args, self), (cell if cell is not None else rest).strip()
 
-    def prepare(self, options: AgentOptions, prompt: str, *, clickable: bool = True,
-                servers: dict[str, MCPServer] | None = None) -> CellRun:
-        """Resolve model and tools (``servers``: the started MCP servers the cell names), and show the panel;
+    def prepare(self, options: AgentOptions, prompt: str, *, clickable: bool = True) -> CellSetup:
+        """The cell's plan, model and tool sources (its ``--tools`` resolved, its MCP servers not yet started);
         raise AgentConfigError when unusable.
 
         ``clickable`` is False for the worker-thread fallback: a blocking cell gets no clicks until it ends, so
@@ -294,24 +297,7 @@ class AgentMagics(Magics):
         """
         if not prompt and options.resume is None:
             raise UsageError("the prompt is empty: write it in the cell body below %%agent (or after %agent)")
-        if options.out is not None and not options.out.isidentifier():
-            raise AgentConfigError(f"--out needs a variable name, not {options.out!r}")
-        limits = Limits(
-            max_iterations=options.max_iterations or None,
-            max_tokens=options.max_tokens or None,
-            max_seconds=options.max_seconds or None,
-            max_tool_calls=options.max_tool_calls or None,
-            max_cost=options.max_cost or None,
-        )
-        if options.text_repeats == 1:
-            raise AgentConfigError("--text-repeats needs 0 (off) or at least 2: a chunk seen once is no repeat")
-        guards = GuardConfig(
-            repeat_limit=options.repeat_limit,
-            stuck_window=options.stuck_window,
-            max_stale_turns=options.stale_turns,
-            max_consecutive_failures=options.failure_rounds,
-            text_repeats=options.text_repeats,
-        )
+        plan = RunPlan.of(options)
         model = self.resolve_model(options)
         secrets = KERNEL.configure(keys=self.configured_keys(options, model), env_names=options.secret_env)
         self.note_short(options.secret_env)
@@ -320,34 +306,46 @@ class AgentMagics(Magics):
         model_images = accepts_images(model) if options.images is None else options.images
         kernel = KernelTools(self.shell, images=model_images)
         notebook = NotebookTools(self.shell, ExecuteRequest.of(self.shell), kernel.input_history, live=clickable)
-        served = mcp_tools(servers or {}, set(), model_images)
-        tools = self.resolve_tools(options, [*kernel.tools, *notebook.tools], served)
-        untrusted = {t.name: name for name, server_tools in served.items()
-                     if not (servers or {})[name].entry.trust_annotations for t in server_tools}
+        tools = plan.tools(self.user_ns, kernel, notebook, self.mcp_servers, model_images=model_images)
         history = self.previous_history(options.resume) if options.resume is not None else None
+        return CellSetup(plan, model, prompt, tools, history, clickable)
+
+    def launch(self, setup: CellSetup) -> CellRun:
+        """The run's loop, with the cell's panel shown."""
+        plan, options = setup.plan, setup.plan.options
         stop = StopSignal()
-        timeline = Timeline()
-        panel = Panel(limits, stop, timeline, throttle=options.stream_throttle)
+        panel = Panel(plan.limits, stop, throttle=options.stream_throttle)
+        notebook = setup.tools.notebook
+        nobody = self.nobody_answers(setup.clickable)
+        approve = plan.approver(panel, nobody=nobody, terminal=nobody is None and is_terminal(self.shell),
+                                notebook=notebook, untrusted=setup.tools.mcp.untrusted())
         loop = AgentLoop(
-            model,
-            tools=tools,
+            setup.model,
+            tools=setup.tools.tools(),
             system=options.system or None,
-            history=history,
-            limits=limits,
-            guards=guards,
+            history=setup.history,
+            limits=plan.limits,
+            guards=plan.guards,
             stop=stop,
             on_event=panel,
-            approve=self.approver(panel, options, clickable, notebook, untrusted),
+            approve=approve,
             transcript=options.transcripts,
             context_window=options.context_window or None,
-            price=parse_price(options.price) if options.price else None,
+            price=plan.price,
         )
-        run = CellRun(loop=loop, panel=panel, timeline=timeline, prompt=prompt, out=options.out, kernel=kernel,
-                      notebook=notebook, cells=options.cells)
+        run = CellRun(loop=loop, panel=panel, timeline=panel.timeline, prompt=setup.prompt, out=options.out,
+                      kernel=setup.tools.kernel, notebook=notebook, cells=options.cells)
         if not is_terminal(self.shell):  # the terminal shows no widget: it gets the record only
             bundle = {WIDGET_VIEW: panel.widget._repr_mimebundle_()[WIDGET_VIEW], "text/plain": PANEL_TEXT}
             run.shown = display(bundle, raw=True, display_id=True)
         return run
+
+    def nobody_answers(self, clickable: bool = True) -> str | None:
+        """Why nobody can answer an approval in this cell (denied at once, saying so), or None."""
+        where = no_clicks_reason() or headless_runner(self.shell)
+        if where is None and not clickable:
+            where = "autoawait is off, so the cell blocks and its panel cannot be clicked (%autoawait on lets it ask)"
+        return where
 
     def expand_text(self, text: str) -> str:
         """``{expression}`` and ``$name`` replaced by IPython's rules for magic lines; a text with a field that does
@@ -445,41 +443,6 @@ class AgentMagics(Magics):
             return None
         return options.base_url or None
 
-    def known_tools(self, options: AgentOptions) -> set[str]:
-        """The ``--tools`` names that are built-ins or in the notebook (the others may name MCP servers' tools)."""
-        return {name for name in options.tools if name in self.user_ns or name in BUILT_IN_TOOLS}
-
-    def resolve_tools(self, options: AgentOptions, kernel_tools: list[Tool],
-                      servers: dict[str, list[Tool]] | None = None) -> list[Tool]:
-        """The run's tools: ``--tools`` (built-ins, the notebook's, MCP servers and their tools by name) and every
-        tool of the ``--mcp`` servers; ``kernel_tools`` are this run's kernel and notebook tools, ``servers`` the
-        started MCP servers' tools by server name."""
-        files = file_tools(options.root or None, allow_secret_files=options.allow_secret_files)
-        available = {t.name: t for t in [*files, *kernel_tools]}
-        servers = servers or {}
-        served = {t.name: t for server_tools in servers.values() for t in server_tools}
-        tools: list[Tool] = []
-        for name in options.tools:
-            if name in self.user_ns:
-                found = self.user_ns[name]
-                if not callable(found):
-                    raise AgentConfigError(f"tool {name!r} is a {type(found).__name__}, not a function or @tool")
-                tools.append(found if isinstance(found, Tool) else tool(found))
-            elif TOOL_ALIASES.get(name, name) in available:
-                found = available[TOOL_ALIASES.get(name, name)]
-                tools += [found] if found not in tools else []
-            elif name in servers:
-                tools += [t for t in servers[name] if t not in tools]
-            elif name in served:
-                tools += [served[name]] if served[name] not in tools else []
-            else:
-                mcp = f"; MCP servers' tools: {', '.join(served)}" if served else ", an MCP server or server__tool"
-                raise AgentConfigError(f"unknown tool {name!r}: use a built-in ({', '.join(available)}), the name "
-                                       f"of a function or @tool in this notebook{mcp}")
-        for name in options.mcp:
-            tools += [t for t in servers[name] if t not in tools]
-        return tools
-
     def previous_history(self, transcript: str = "") -> list[dict[str, Any]]:
         """The history ``--continue`` goes on from: that of ``_agent``, or of a transcript file, repaired."""
         if transcript:
@@ -501,30 +464,6 @@ class AgentMagics(Magics):
             raise AgentConfigError(f"--continue: {path!r} holds no history (is it a transcript? its lines are "
                                    '{"event": "item", "item": {...}})')
         return history
-
-    def approver(self, panel: Panel, options: AgentOptions, clickable: bool = True,
-                 notebook: NotebookTools | None = None, untrusted: dict[str, str] | None = None) -> Approver:
-        """Who approves a side-effecting call: nobody needed (``--allow-writes``), the panel, the terminal, or
-        nobody at all (denied at once, saying why); ``untrusted``: the tools of MCP servers whose annotations are
-        not trusted, by their server's name. A notebook edit that will be refused anyway is not asked about."""
-        if options.allow_writes:
-            return lambda call, tool: True
-        where = no_clicks_reason() or headless_runner(self.shell)
-        terminal = where is None and clickable and is_terminal(self.shell)
-        if where is None and not clickable:
-            where = "autoawait is off, so the cell blocks and its panel cannot be clicked (%autoawait on lets it ask)"
-        elsewhere = nobody_approver(where, untrusted or {}) if where else terminal_approver(panel.stop_signal) \
-            if terminal else None
-        timeout = options.approval_timeout or None
-
-        async def ask(call: ToolCall, tool: Tool) -> Verdict:
-            if notebook is not None and not await notebook.asks(call):
-                return True  # an edit that will be refused writes nothing: the tool says why, no one is asked
-            if elsewhere is not None:  # the terminal's question, or the denial of a run nobody watches
-                return elsewhere(call, tool)
-            return await panel.approve(call, tool, timeout, change=notebook.preview(call) if notebook else None)
-
-        return ask
 
     # -- ending a run ----------------------------------------------------------------------------------------
 

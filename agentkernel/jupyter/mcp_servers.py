@@ -11,12 +11,11 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import AgentConfigError
 from ..tools import Tool
-from .options import AgentOptions
+from ..tools.toolsets import Toolset
 
 if TYPE_CHECKING:  # agentkernel.mcp (and pydantic) are imported when a cell first needs a server
     from ..mcp import MCPConfig, MCPServer
@@ -27,14 +26,6 @@ MCP_USAGE = "%agent_mcp [list]          list the configured MCP servers, whether
             "(each takes --mcp-config PATH first to read that configuration)"
 
 
-@dataclass
-class Wanted:
-    """The servers a cell needs, from the configuration it reads."""
-
-    config: MCPConfig | None = None
-    names: list[str] = field(default_factory=list)
-
-
 class KernelServers:
     """The kernel's MCP servers by name; an entry changed in the configuration gets a new server."""
 
@@ -42,41 +33,13 @@ class KernelServers:
         self.servers: dict[str, MCPServer] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
 
-    def wanted(self, options: AgentOptions, known: set[str]) -> Wanted:
-        """The servers named by ``--mcp`` and by ``--tools`` names that are not ``known`` tools.
-
-        The configuration is read only when a cell names a server: a ``.mcp.json`` left for another program starts
-        nothing. A ``--tools`` name that is no server's is left for the magic's unknown-tool message.
-        """
-        extra = [name for name in options.tools if name not in known]
-        if not options.mcp and not extra:
-            return Wanted()
-        from ..mcp import tool_name
-
-        try:
-            config = read_config(options.mcp_config)
-        except AgentConfigError:
-            if options.mcp or options.mcp_config:
-                raise
-            return Wanted()  # no configuration: the names are unknown tools
-        for name in options.mcp:
-            config.entry(name)  # AgentConfigError naming the file and its servers
-        names = list(dict.fromkeys(options.mcp))
-        for name in extra:
-            server = name if name in config.servers else next(
-                (s for s in config.servers if name.startswith(tool_name(s, "", set()))), None)
-            if server is not None and server not in names:
-                names.append(server)
-        return Wanted(config, names)
-
-    async def start(self, wanted: Wanted) -> dict[str, MCPServer]:
-        """The wanted servers, started (each on first use; one whose entry changed is stopped and made anew)."""
-        if wanted.config is None:
-            return {}
+    async def start(self, config: MCPConfig, names: list[str]) -> dict[str, MCPServer]:
+        """The servers ``names`` of ``config``, started (each on first use; one whose entry changed is stopped and
+        made anew)."""
         self.on_loop()
         started: dict[str, MCPServer] = {}
-        for name in wanted.names:
-            server = await self.server(wanted.config, name)
+        for name in names:
+            server = await self.server(config, name)
             await server.start()
             started[name] = server
         return started
@@ -176,8 +139,91 @@ def read_config(path: str) -> MCPConfig:
     return load_config(path or None)
 
 
-def mcp_tools(servers: dict[str, MCPServer], taken: set[str], model_images: bool = False) -> dict[str, list[Tool]]:
-    """Each started server's tools for one run, named apart from ``taken`` (the other tools' names); with
-    ``model_images`` their images go to the model too."""
-    return {name: server.tools(taken=taken, model_images=model_images)
-            for name, server in servers.items()}
+class MCPToolset(Toolset):
+    """The configured MCP servers as a tool source: a server's name gives all its tools, ``server__tool`` one of
+    them; the ``--mcp`` servers give all their tools whatever ``--tools`` says.
+
+    The configuration is read only when a word no other source claims (or ``--mcp``, ``--mcp-config``) asks for a
+    server: a ``.mcp.json`` left for another program starts nothing. The servers a run needs start in
+    :meth:`start`, on the kernel's event loop; their tools are made for the run after that.
+    """
+
+    def __init__(self, servers: KernelServers, config_path: str = "", mcp: list[str] | None = None, *,
+                 model_images: bool = False):
+        self.kernel = servers
+        self.config_path = config_path
+        self.model_images = model_images
+        self.config: MCPConfig | None = None
+        self.wanted: list[str] = []
+        """The servers the run needs, in the order they were named."""
+        self.served: dict[str, list[Tool]] = {}
+        """The started servers' tools for this run, by server."""
+        self.started: dict[str, MCPServer] = {}
+        self.always = list(dict.fromkeys(mcp or []))
+        self._read = False
+        if self.always:
+            config = self._configuration()
+            assert config is not None
+            for name in self.always:
+                config.entry(name)  # AgentConfigError naming the file and its servers
+            self.wanted = list(self.always)
+
+    def _configuration(self) -> MCPConfig | None:
+        if not self._read:
+            self._read = True
+            try:
+                self.config = read_config(self.config_path)
+            except AgentConfigError:
+                if self.always or self.config_path:
+                    raise
+                self.config = None  # no configuration: the words are unknown tools
+        return self.config
+
+    def server_of(self, word: str) -> str | None:
+        """The configured server ``word`` names, itself or by the ``server__`` prefix of one of its tools."""
+        config = self._configuration()
+        if config is None:
+            return None
+        if word in config.servers:
+            return word
+        from ..mcp import tool_name
+
+        return next((s for s in config.servers if word.startswith(tool_name(s, "", set()))), None)
+
+    def names(self) -> list[str]:
+        return [t.name for tools in self.served.values() for t in tools]
+
+    def claims(self, word: str) -> bool:
+        server = self.server_of(word)
+        if server is not None and server not in self.wanted:
+            self.wanted.append(server)
+        return server is not None
+
+    async def start(self) -> None:
+        """Start the servers the run needs and make their tools for it (named apart from each other)."""
+        if not self.wanted or self.config is None:
+            return
+        self.started = await self.kernel.start(self.config, self.wanted)
+        taken: set[str] = set()
+        self.served = {name: server.tools(taken=taken, model_images=self.model_images)
+                       for name, server in self.started.items()}
+
+    def make(self, word: str) -> list[Tool]:
+        if word in self.served:
+            return self.served[word]
+        found = [t for tools in self.served.values() for t in tools if t.name == word]
+        if not found:
+            raise AgentConfigError(f"unknown tool {word!r}: the MCP servers' tools are {', '.join(self.names())}")
+        return found
+
+    def offer(self) -> str:
+        return "an MCP server or server__tool"
+
+    def always_tools(self) -> list[Tool]:
+        """The tools of the ``--mcp`` servers."""
+        return [t for name in self.always for t in self.served.get(name, [])]
+
+    def untrusted(self) -> dict[str, str]:
+        """The tools of servers whose annotations are not trusted (each of their calls asks), by server name."""
+        return {t.name: name for name, tools in self.served.items()
+                if not self.started[name].entry.trust_annotations for t in tools}

@@ -32,6 +32,7 @@ from ..events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from ..secrets import redact_text
 from ..text import short_arguments
 from ..tools.base import Display, ToolCall, ToolResult
 from .images import IMAGE_TYPES
@@ -106,7 +107,7 @@ class Entry:
 
 def call_title(call: ToolCall, result: ToolResult | None = None, count: int = 1) -> str:
     """``list_dir(path=".") · not_run``, with `` × 19`` for an entry standing for identical calls."""
-    return (f"{call.name}({short_arguments(call.arguments)}) · {result.status if result else 'running'}"
+    return (f"{call.name}({short_arguments(redact_text(call.arguments))}) · {result.status if result else 'running'}"
             + (f" × {count}" if count > 1 else ""))
 
 

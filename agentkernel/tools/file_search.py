@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ..secrets import redact_text
 from . import file_reading
 
 POLL_SECONDS = 0.1
@@ -43,9 +44,9 @@ def search_files(
 ) -> SearchOutcome:
     """Search ``files`` for ``pattern`` (already known to compile) in a child process, for at most ``seconds``.
 
-    Up to ``max_matches`` matches, each line cut to ``line_chars`` characters; files over ``max_bytes``, binary,
-    not UTF-8 or not regular are skipped with the reason. Blocks the calling thread (not the GIL) meanwhile;
-    setting ``cancelled`` from another thread ends the search (and the child) within 0.1 s.
+    Up to ``max_matches`` matches, each line cut to ``line_chars`` characters and redacted; files over
+    ``max_bytes``, binary, not UTF-8 or not regular are skipped with the reason. Blocks the calling thread (not
+    the GIL) meanwhile; setting ``cancelled`` from another thread ends the search (and the child) within 0.1 s.
     """
     if not sys.executable:
         raise RuntimeError("search_text runs its search in a Python process, and sys.executable names none here")
@@ -84,7 +85,7 @@ def search_files(
             continue
         if "match" in record:
             index, number, text = record["match"]
-            outcome.matches.append((index, number, text))
+            outcome.matches.append((index, number, redact_text(text)))  # whole, before a view squeezes and cuts it
         elif "skip" in record:
             outcome.skipped[record["skip"]] = record["why"]
         elif "file" in record:
