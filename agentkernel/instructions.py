@@ -69,10 +69,11 @@ def instruction_files(root: str | os.PathLike[str], folder: str | os.PathLike[st
 
 
 def notebook_instructions(cells: Iterable[Mapping[str, Any]]) -> Instruction | None:
-    """The markdown cells (nbformat dicts) tagged :data:`CELL_TAG`, as one source; None when there are none."""
+    """The markdown cells tagged :data:`CELL_TAG`, as one source; None when there are none. A cell is an nbformat
+    dict (its tags in ``metadata.tags``) or a dict with ``cell_type``, ``source`` and ``tags``."""
     texts = []
     for cell in cells:
-        tags = (cell.get("metadata") or {}).get("tags") or []
+        tags = cell.get("tags") or (cell.get("metadata") or {}).get("tags") or []
         if cell.get("cell_type") == "markdown" and isinstance(tags, list) and CELL_TAG in tags:
             source = cell.get("source", "")
             text = "".join(source) if isinstance(source, list) else str(source)

@@ -26,6 +26,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 from IPython.display import DisplayHandle, display
 
+from ..instructions import Instruction
 from ..loop import AgentLoop
 from ..models.base import Model, accepts_images
 from ..models.providers import resolve, split_model
@@ -33,18 +34,20 @@ from ..record.timeline import Timeline
 from ..record.transcript import load_transcript
 from ..result import LoopResult
 from ..secrets import KERNEL, MIN_SECRET_CHARS, SecretSet, marker
+from ..skills import Skills
 from ..stop import StopSignal
-from .approvals import headless_runner, is_terminal, no_clicks_reason
+from .approvals import asks_on_terminal, headless_runner, no_clicks_reason
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
 from .exits import exit_refused
 from .kernel.notebook import ExecuteRequest
 from .kernel.notebook_tools import NotebookTools
 from .kernel.tools import KernelTools
-from .mcp_servers import MCP_USAGE, KernelServers
+from .mcp_servers import MCP_USAGE, KernelServers, prompt_arguments
 from .options import AgentOptions, merge, option_arguments, option_traits, split_line
 from .panel import Panel
 from .plan import RunPlan, RunTools
 from .render import record_bundle
+from .serve import SERVE_TEXT, KernelServing, port_option
 
 DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -84,6 +87,8 @@ class CellSetup:
     tools: RunTools
     history: list[dict[str, Any]] | None = None
     clickable: bool = True
+    instructions: list[Instruction] = field(default_factory=list)
+    skills: Skills | None = None
 
 
 @dataclass
@@ -115,6 +120,7 @@ class AgentMagics(Magics):
     def __init__(self, shell: Any = None, **kwargs: Any):
         super().__init__(shell, **kwargs)
         self.mcp_servers = KernelServers()
+        self.serving = KernelServing()
         self.noted: set[tuple[str, str | None]] = set()
 
     # -- the magic -------------------------------------------------------------------------------------------
@@ -168,6 +174,7 @@ class AgentMagics(Magics):
             options, prompt = self.parse(line, cell)
             setup = self.prepare(options, prompt)
             await setup.tools.start()
+            await self.brief(setup)
             run = self.launch(setup)
         ticker = asyncio.ensure_future(run.panel.tick())
         try:
@@ -217,6 +224,46 @@ class AgentMagics(Magics):
             return (f"the {where} {name} is shorter than {MIN_SECRET_CHARS} characters: it is not treated as a "
                     "secret (it would be replaced wherever those characters occur)")
         return f"the {where} {name} is kept secret: the model sees {marker(name)}"
+
+    @line_magic
+    def agent_serve(self, line: str) -> None:
+        """``%agent_serve [options]``: serve this kernel's tools over MCP (Streamable HTTP on 127.0.0.1, a bearer
+        token) to an outside agent such as Claude Code, Codex, Gemini CLI or VS Code, until ``%agent_serve stop``.
+
+        The options are ``%%agent``'s (``--tools``, ``--root``, ``--mcp``, ``--allow-writes``, ``--max-tool-calls``,
+        ``--max-seconds``, the guards...) and ``--port N`` (else a free port). Every call goes through the same
+        approvals, redaction and guards as a ``%%agent`` call; the panel shows each call, asks there, and its Stop
+        ends the running call and the session. ``_agent_serve`` holds the session: ``url``, ``headers`` (what a
+        client sends) and ``calls``. It must be alone in its cell (it is awaited there, on the kernel's loop).
+        """
+        raise UsageError(f"%agent_serve {line.strip()} must be alone in its cell, with autoawait on (the default in "
+                         "a notebook): the server runs on the kernel's event loop")
+
+    async def agent_serve_async(self, line: str) -> None:
+        """The awaited form of ``%agent_serve`` that the input transformer produces."""
+        words, rest = split_line(self.expand_text(line) if self.expand else line)
+        port, words = port_option(words)
+        if rest.strip() == "stop" and not words:
+            print(await self.serving.stop())
+            return
+        if rest.strip():
+            raise UsageError(f"%agent_serve takes options (those of %%agent, and --port N), or stop; not {rest!r}")
+        try:
+            options = merge(self.agent.parser.parse_args(words), self)
+        except UsageError as e:
+            raise UsageError(f"%agent_serve: {e} (%%agent? lists the options)") from None
+        plan = RunPlan.of(options)
+        KERNEL.configure(keys=self.configured_keys(options, None), env_names=options.secret_env)
+        self.note_short(options.secret_env)
+        tools = self.run_tools(plan, model_images=True)
+        nobody = self.nobody_answers()
+        served = await self.serving.start(plan, tools, port=port, nobody=nobody)
+        self.user_ns["_agent_serve"] = served
+        bundle = served.panel.view._repr_mimebundle_()
+        bundle["text/plain"] = SERVE_TEXT  # fixed, and without the token: the snippets live in widget state
+        display(bundle, raw=True)
+        if nobody:
+            print(f"agentkernel: side-effecting calls are denied at once ({nobody}); --allow-writes runs them")
 
     @line_magic
     def agent_mcp(self, line: str) -> None:
@@ -281,6 +328,9 @@ class AgentMagics(Magics):
                 else:  # the one-line %agent's prompt is expanded with any prompt, when the run is prepared
                     words, _ = split_line(self.expand_text(line.rstrip()[:-len(rest)]))
             args = self.agent.parser.parse_args(words)
+            if args.mcp_prompt and rest:  # the prompt's NAME=VALUE arguments follow it on the line
+                arguments, rest = prompt_arguments(rest)
+                args.mcp_prompt = " ".join([args.mcp_prompt, *arguments])
             if cell is not None and rest:
                 raise UsageError(f"%%agent takes its prompt from the cell body; {rest!r} is not an option")
         except UsageError as e:
@@ -295,7 +345,7 @@ class AgentMagics(Magics):
         ``clickable`` is False for the worker-thread fallback: a blocking cell gets no clicks until it ends, so
         Approve / Deny could never be answered there.
         """
-        if not prompt and options.resume is None:
+        if not prompt and options.resume is None and not options.mcp_prompt:
             raise UsageError("the prompt is empty: write it in the cell body below %%agent (or after %agent)")
         plan = RunPlan.of(options)
         model = self.resolve_model(options)
@@ -304,11 +354,30 @@ class AgentMagics(Magics):
         if options.expand:
             prompt = self.expand_prompt(prompt, secrets)
         model_images = accepts_images(model) if options.images is None else options.images
-        kernel = KernelTools(self.shell, images=model_images)
-        notebook = NotebookTools(self.shell, ExecuteRequest.of(self.shell), kernel.input_history, live=clickable)
-        tools = plan.tools(self.user_ns, kernel, notebook, self.mcp_servers, model_images=model_images)
+        tools = self.run_tools(plan, model_images, clickable)
         history = self.previous_history(options.resume) if options.resume is not None else None
-        return CellSetup(plan, model, prompt, tools, history, clickable)
+        folder = os.getcwd()  # the notebook's folder, as the front ends start its kernel there
+        skills = plan.skills(folder)
+        for problem in skills.problems:
+            self.note(problem)
+        return CellSetup(plan, model, prompt, tools, history, clickable,
+                         plan.instructions(folder, tools.notebook.saved_instructions()), skills)
+
+    async def brief(self, setup: CellSetup) -> None:
+        """What needs the kernel's event loop before the run: the notebook's tagged cells as the front end has them,
+        and an MCP server's prompt (``--prompt``) as the cell's prompt, the cell body after it."""
+        options = setup.plan.options
+        if options.instructions and setup.tools.notebook.live:
+            setup.instructions = setup.plan.instructions(os.getcwd(), await setup.tools.notebook.live_instructions())
+        if options.mcp_prompt:
+            text = KERNEL.current.redact(await setup.tools.mcp.prompt_text())
+            setup.prompt = f"{text}\n\n{setup.prompt}" if setup.prompt else text
+
+    def run_tools(self, plan: RunPlan, model_images: bool, live: bool = True) -> RunTools:
+        """This cell's kernel and notebook tools, and the plan's ``--tools`` resolved against every source."""
+        kernel = KernelTools(self.shell, images=model_images)
+        notebook = NotebookTools(self.shell, ExecuteRequest.of(self.shell), kernel.input_history, live=live)
+        return plan.tools(self.user_ns, kernel, notebook, self.mcp_servers, model_images=model_images)
 
     def launch(self, setup: CellSetup) -> CellRun:
         """The run's loop, with the cell's panel shown."""
@@ -317,7 +386,7 @@ class AgentMagics(Magics):
         panel = Panel(plan.limits, stop, throttle=options.stream_throttle)
         notebook = setup.tools.notebook
         nobody = self.nobody_answers(setup.clickable)
-        approve = plan.approver(panel, nobody=nobody, terminal=nobody is None and is_terminal(self.shell),
+        approve = plan.approver(panel, nobody=nobody, terminal=nobody is None and asks_on_terminal(self.shell),
                                 notebook=notebook, untrusted=setup.tools.mcp.untrusted())
         loop = AgentLoop(
             setup.model,
@@ -332,10 +401,12 @@ class AgentMagics(Magics):
             transcript=options.transcripts,
             context_window=options.context_window or None,
             price=plan.price,
+            instructions=setup.instructions,
+            skills=setup.skills,
         )
         run = CellRun(loop=loop, panel=panel, timeline=panel.timeline, prompt=setup.prompt, out=options.out,
                       kernel=setup.tools.kernel, notebook=notebook, cells=options.cells)
-        if not is_terminal(self.shell):  # the terminal shows no widget: it gets the record only
+        if not asks_on_terminal(self.shell):  # a terminal or a console shows no widget: it gets the record only
             bundle = {WIDGET_VIEW: panel.widget._repr_mimebundle_()[WIDGET_VIEW], "text/plain": PANEL_TEXT}
             run.shown = display(bundle, raw=True, display_id=True)
         return run
@@ -366,12 +437,12 @@ class AgentMagics(Magics):
                   f"{', '.join(marker(n) for n in shown)} instead, and its code can use the value by name")
         return redacted
 
-    def configured_keys(self, options: AgentOptions, model: Model) -> dict[str, str]:
+    def configured_keys(self, options: AgentOptions, model: Model | None) -> dict[str, str]:
         """The keys of the run's model and of the configured MCP entries, by name (for the kernel's secret set)."""
         from ..models.cassette import model_secrets
 
         keys = {f"MODEL_KEY{'_' * bool(i)}{i or ''}": key
-                for i, key in enumerate(model_secrets(getattr(model, "inner", model)))}
+                for i, key in enumerate(model_secrets(getattr(model, "inner", model)) if model else [])}
         # Only when there is a configuration (.mcp.json is mcp.config's CONFIG_FILE): reading one loads pydantic.
         if options.mcp_config or os.path.isfile(".mcp.json"):
             from ..mcp.config import load_config
@@ -381,6 +452,12 @@ class AgentMagics(Magics):
             except AgentConfigError:  # a broken configuration: --mcp reports it when it is used
                 pass
         return keys
+
+    def note(self, text: str) -> None:
+        """Print ``agentkernel: text`` once per kernel (a malformed skill is reported once, not at every run)."""
+        if ("", text) not in self.noted:
+            self.noted.add(("", text))
+            print(f"agentkernel: {text}")
 
     def note_short(self, names: list[str]) -> None:
         """Say (once per name and value) that a ``secret_env`` name is unset or too short to be kept secret."""

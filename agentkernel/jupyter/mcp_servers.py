@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentConfigError
 from ..tools import Tool
@@ -23,6 +24,7 @@ if TYPE_CHECKING:  # agentkernel.mcp (and pydantic) are imported when a cell fir
 MCP_USAGE = "%agent_mcp [list]          list the configured MCP servers, whether each runs, and its tools\n" \
             "%agent_mcp restart NAME    stop server NAME if it runs, and start it\n" \
             "%agent_mcp stop NAME       stop server NAME\n" \
+            "%agent_mcp prompts [NAME]  list the servers' prompts (for %%agent --prompt SERVER/PROMPT)\n" \
             "(each takes --mcp-config PATH first to read that configuration)"
 
 
@@ -74,6 +76,20 @@ class KernelServers:
 
     # -- %agent_mcp ------------------------------------------------------------------------------------------
 
+    async def prompts(self, config: MCPConfig, names: list[str]) -> str:
+        """``%agent_mcp prompts [NAME]``: the prompts of the configured servers (or of NAME), each started for it."""
+        from ..mcp import MCPToolError
+
+        self.on_loop()
+        lines = []
+        for name in names or list(config.servers):
+            server = await self.server(config, name)
+            try:
+                lines += prompt_listing(name, await server.prompts())
+            except (MCPToolError, AgentConfigError) as e:
+                lines.append(f"{name}: {str(e).splitlines()[0]}")
+        return "\n".join(lines)
+
     def listing(self, config: MCPConfig | None) -> str:
         """What ``%agent_mcp`` prints: each configured server, whether it runs, and its tools."""
         names = [*(config.servers if config else {}), *(n for n in self.servers if not config or
@@ -117,6 +133,8 @@ class KernelServers:
         """Run ``%agent_mcp`` with ``words``; the text to print."""
         if not words:
             return self.listing_for(config_path)
+        if words[0] == "prompts" and len(words) <= 2:
+            return await self.prompts(read_config(config_path), words[1:])
         if len(words) != 2 or words[0] not in ("restart", "stop"):
             raise AgentConfigError(f"%agent_mcp {' '.join(words)}: not understood; usage:\n{MCP_USAGE}")
         action, name = words
@@ -130,6 +148,54 @@ class KernelServers:
         server = await self.server(read_config(config_path), name)
         await server.restart()
         return f"MCP server {name!r} restarted with {len(server.listing)} tools"
+
+
+@dataclass(frozen=True)
+class PromptSpec:
+    """``--prompt SERVER/PROMPT NAME=VALUE ...``: a server's prompt and its arguments."""
+
+    server: str
+    name: str
+    arguments: dict[str, str]
+
+    @classmethod
+    def parse(cls, text: str) -> PromptSpec:
+        """Read ``SERVER/PROMPT [NAME=VALUE ...]``; AgentConfigError saying what is wrong."""
+        head, *words = text.split()
+        server, _, name = head.partition("/")
+        if not server or not name:
+            raise AgentConfigError(f"--prompt needs SERVER/PROMPT (e.g. --prompt everything/simple-prompt), not "
+                                   f"{head!r}; %agent_mcp prompts lists them")
+        arguments = {}
+        for word in words:
+            key, equals, value = word.partition("=")
+            if not equals or not key:
+                raise AgentConfigError(f"--prompt {head}: its arguments are NAME=VALUE words, not {word!r}")
+            arguments[key] = value
+        return cls(server, name, arguments)
+
+
+def prompt_arguments(text: str) -> tuple[list[str], str]:
+    """The leading ``NAME=VALUE`` words of ``text`` (``--prompt``'s arguments) and the rest of it."""
+    words = text.split()
+    count = next((i for i, word in enumerate(words) if "=" not in word or word.startswith("=")), len(words))
+    rest = text
+    for word in words[:count]:
+        rest = rest.split(word, 1)[1]
+    return words[:count], rest.strip()
+
+
+def prompt_listing(server: str, prompts: list[Any]) -> list[str]:
+    """``%agent_mcp prompts``' lines for one server: each prompt as ``--prompt`` takes it, its arguments (``?`` for
+    an optional one) and description."""
+    if not prompts:
+        return [f"{server}: no prompts"]
+    lines = []
+    for prompt in prompts:
+        arguments = " ".join(f"{a.name}=…{'' if a.required else '?'}" for a in prompt.arguments or [])
+        about = f"  {prompt.description}" if prompt.description else ""
+        lines.append(f"{server}/{prompt.name}{' ' + arguments if arguments else ''}{about}")
+    return lines
 
 
 def read_config(path: str) -> MCPConfig:
@@ -149,7 +215,7 @@ class MCPToolset(Toolset):
     """
 
     def __init__(self, servers: KernelServers, config_path: str = "", mcp: list[str] | None = None, *,
-                 model_images: bool = False):
+                 model_images: bool = False, prompt: str | None = None):
         self.kernel = servers
         self.config_path = config_path
         self.model_images = model_images
@@ -160,13 +226,18 @@ class MCPToolset(Toolset):
         """The started servers' tools for this run, by server."""
         self.started: dict[str, MCPServer] = {}
         self.always = list(dict.fromkeys(mcp or []))
+        self.whole = list(self.always)
+        """The servers the run has all of (``--mcp``, or named alone in ``--tools``): their resources too."""
+        self.resources: dict[str, list[Any]] = {}
+        """The whole servers' resources (the SDK's ``Resource`` objects), listed when they start."""
+        self.prompt = PromptSpec.parse(prompt) if prompt else None
         self._read = False
-        if self.always:
+        if self.always or self.prompt:
             config = self._configuration()
             assert config is not None
-            for name in self.always:
+            for name in [*self.always, *([self.prompt.server] if self.prompt else [])]:
                 config.entry(name)  # AgentConfigError naming the file and its servers
-            self.wanted = list(self.always)
+            self.wanted = list(dict.fromkeys([*self.always, *([self.prompt.server] if self.prompt else [])]))
 
     def _configuration(self) -> MCPConfig | None:
         if not self._read:
@@ -174,7 +245,7 @@ class MCPToolset(Toolset):
             try:
                 self.config = read_config(self.config_path)
             except AgentConfigError:
-                if self.always or self.config_path:
+                if self.always or self.prompt or self.config_path:
                     raise
                 self.config = None  # no configuration: the words are unknown tools
         return self.config
@@ -197,6 +268,8 @@ class MCPToolset(Toolset):
         server = self.server_of(word)
         if server is not None and server not in self.wanted:
             self.wanted.append(server)
+        if server is not None and server == word and server not in self.whole:
+            self.whole.append(server)
         return server is not None
 
     async def start(self) -> None:
@@ -207,6 +280,33 @@ class MCPToolset(Toolset):
         taken: set[str] = set()
         self.served = {name: server.tools(taken=taken, model_images=self.model_images)
                        for name, server in self.started.items()}
+        from ..mcp import MCPToolError
+
+        try:
+            self.resources = {name: await self.started[name].resources() for name in self.whole}
+        except MCPToolError as e:
+            raise AgentConfigError(str(e)) from None
+
+    def resource_tool(self) -> Tool | None:
+        """``read_resource`` over the whole servers that list resources, or None when none does."""
+        listed = {name: resources for name, resources in self.resources.items() if resources}
+        if not listed:
+            return None
+        from ..mcp.resources import resource_tool
+
+        return resource_tool({name: self.started[name] for name in listed}, listed, model_images=self.model_images)
+
+    async def prompt_text(self) -> str:
+        """The text of the ``--prompt`` server's prompt, filled in with its arguments (after :meth:`start`)."""
+        assert self.prompt is not None
+        from ..mcp import MCPToolError
+        from ..mcp.results import prompt_text
+
+        try:
+            return prompt_text(await self.started[self.prompt.server].get_prompt(self.prompt.name,
+                                                                                 self.prompt.arguments))
+        except MCPToolError as e:
+            raise AgentConfigError(f"--prompt {self.prompt.server}/{self.prompt.name}: {e}") from None
 
     def make(self, word: str) -> list[Tool]:
         if word in self.served:

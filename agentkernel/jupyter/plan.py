@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import AgentConfigError
 from ..guards import GuardConfig
+from ..instructions import Instruction, instruction_files
 from ..pricing import Pricer, parse_price
+from ..skills import Skills, find_skills, skill_folders
 from ..stop import StopSignal
 from ..tools import Approver, Tool, ToolCall, Verdict
 from ..tools.toolsets import FileToolset, NamespaceToolset, Selection, StaticToolset, Toolset, select
@@ -57,7 +59,8 @@ class RunTools:
     def tools(self) -> list[Tool]:
         """The run's tools: those ``--tools`` names, then every tool of the ``--mcp`` servers, each once."""
         tools = self.selection.tools()
-        return tools + [t for t in self.mcp.always_tools() if t not in tools]
+        resources = self.mcp.resource_tool()
+        return tools + [t for t in self.mcp.always_tools() if t not in tools] + ([resources] if resources else [])
 
 
 @dataclass
@@ -97,7 +100,7 @@ class RunPlan:
         (``namespace``), the file tools under ``--root``, the kernel's and the notebook's tools, the MCP servers of
         the configuration (``servers``: the kernel's). The MCP servers start later (:meth:`RunTools.start`)."""
         o = self.options
-        mcp = MCPToolset(servers, o.mcp_config, o.mcp, model_images=model_images)
+        mcp = MCPToolset(servers, o.mcp_config, o.mcp, model_images=model_images, prompt=o.mcp_prompt)
         sources: list[Toolset] = [
             NamespaceToolset(namespace),
             FileToolset(o.root or None, o.allow_secret_files),
@@ -106,6 +109,17 @@ class RunPlan:
             mcp,
         ]
         return RunTools(kernel, notebook, mcp, select(o.tools, sources))
+
+    def instructions(self, folder: str, cells: Instruction | None = None) -> list[Instruction]:
+        """The project's instructions for a notebook in ``folder``: the files from ``--root`` down to it, then the
+        notebook's tagged cells (``cells``); none with ``--no-instructions``."""
+        if not self.options.instructions:
+            return []
+        return instruction_files(self.options.root or folder, folder) + ([cells] if cells else [])
+
+    def skills(self, folder: str) -> Skills:
+        """The skills under ``--root`` (else ``folder``), in ``~/.agentkernel/skills`` and in ``skill_paths``."""
+        return find_skills(skill_folders(self.options.root or folder, self.options.skill_paths))
 
     def approver(self, panel: Asker, *, nobody: str | None, terminal: bool = False,
                  notebook: NotebookTools | None = None, untrusted: dict[str, str] | None = None) -> Approver:

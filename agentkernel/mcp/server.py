@@ -28,6 +28,7 @@ from pydantic import create_model
 from .._version import __version__
 from ..errors import AgentConfigError
 from ..record.images import images_for_model
+from ..tether import tethered
 from ..tools import Display, Tool, ToolError, ToolOutput
 from ..tools.schemas import Arguments
 from .config import MCPConfig, ServerEntry, load_config, parse_config
@@ -184,9 +185,9 @@ class MCPServer:
             from mcp.client.stdio import StdioServerParameters, stdio_client
 
             # The SDK's minimal environment (PATH, HOME, ...) plus the entry's: never the kernel's keys.
-            command = find_command(entry.command, entry.env.get("PATH"))
-            parameters = StdioServerParameters(command=command, args=list(entry.args), env=dict(entry.env),
-                                               cwd=entry.cwd)
+            # Through its tether, so that it (and what it starts) ends with the kernel, even a killed one.
+            command, *args = tethered([find_command(entry.command, entry.env.get("PATH")), *entry.args])
+            parameters = StdioServerParameters(command=command, args=args, env=dict(entry.env), cwd=entry.cwd)
             return stdio_client(parameters, errlog=log)
         import httpx2
         from mcp.client.streamable_http import streamable_http_client

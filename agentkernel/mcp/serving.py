@@ -56,7 +56,6 @@ class MCPHTTPServer:
     def __post_init__(self) -> None:
         self._server: Any = None
         self._task: asyncio.Task[None] | None = None
-        self._stack = contextlib.AsyncExitStack()
 
     @property
     def url(self) -> str:
@@ -94,26 +93,51 @@ class MCPHTTPServer:
                 allowed_origins=[f"http://{host}" for host in own]))
         config = uvicorn.Config(self._guard(app), log_level="warning", lifespan="off", access_log=False)
         self._server = uvicorn.Server(config)
-        await self._stack.enter_async_context(server.session_manager.run())
         self.session.start()
-        # Server.serve() would take over SIGINT and SIGTERM for as long as it serves: the kernel's interrupt is not
-        # ours to take, so the serving loop runs without that wrapper.
-        self._task = asyncio.ensure_future(self._server._serve(sockets=[sock]))
-        while not self._server.started and not self._task.done():
-            await asyncio.sleep(0.01)
-        if self._task.done():
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._task = asyncio.ensure_future(self._own(server, sock, ready))
+        try:
+            await ready
+        except Exception as e:
             await self.stop()
-            raise AgentConfigError(f"the MCP server on {HOST}:{self.port} did not start")
+            raise AgentConfigError(f"the MCP server on {HOST}:{self.port} did not start ({e})") from None
+
+    async def _own(self, server: Any, sock: socket.socket, ready: asyncio.Future[None]) -> None:
+        """The owner task: the SDK's session manager is entered and left here (its task group must be), and the
+        HTTP server runs inside it until :meth:`stop`."""
+        try:
+            async with server.session_manager.run():
+                # Server.serve() would take over SIGINT and SIGTERM for as long as it serves: the kernel's interrupt
+                # is not ours to take, so the serving loop runs without that wrapper.
+                serving = asyncio.ensure_future(self._server._serve(sockets=[sock]))
+                while not self._server.started and not serving.done():
+                    await asyncio.sleep(0.01)
+                if serving.done():
+                    serving.result()
+                    raise RuntimeError("the HTTP server ended at once")
+                ready.set_result(None)
+                await serving
+        except BaseException as e:  # noqa: BLE001 - handed to the starter, else the end of serving
+            if not ready.done():
+                ready.set_exception(e if isinstance(e, Exception) else RuntimeError(repr(e)))
+            elif not isinstance(e, Exception):
+                raise
+        finally:
+            sock.close()
 
     async def stop(self) -> None:
         """End the session and stop serving (the calls in flight get their error results first)."""
         self.session.end(self.session.ended or "stopped")
         if self._server is not None:
             self._server.should_exit = True
-        if self._task is not None:
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(self._task, 5)
-        await self._stack.aclose()
+        task = self._task
+        if task is not None and not task.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(task), 5)
+            except TimeoutError:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
         self.session.close()
 
     @property

@@ -67,6 +67,8 @@ class ServedSession:
     stop: StopSignal = field(default_factory=StopSignal)
     on_event: Callable[[Event], None] | None = None
     transcript: Transcript | None = None
+    on_end: Callable[[str], None] | None = None
+    """Told why, once, when the session ends."""
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     calls: list[ServedCall] = field(default_factory=list)
     """Every call, finished, in order."""
@@ -215,6 +217,8 @@ class ServedSession:
             self._unsubscribe()
         if self.transcript is not None:
             self.transcript.write({"event": "end", "run_id": self.session_id, "reason": why})
+        if self.on_end is not None:
+            self.on_end(why)
 
     def close(self) -> None:
         self.end("the session was closed")

@@ -33,7 +33,7 @@ from ..events import (
     ToolCallStarted,
 )
 from ..secrets import redact_text
-from ..text import short_arguments
+from ..text import reveal, short_arguments
 from ..tools.base import Display, ToolCall, ToolResult
 from .images import IMAGE_TYPES
 
@@ -107,8 +107,8 @@ class Entry:
 
 def call_title(call: ToolCall, result: ToolResult | None = None, count: int = 1) -> str:
     """``list_dir(path=".") · not_run``, with `` × 19`` for an entry standing for identical calls."""
-    return (f"{call.name}({short_arguments(redact_text(call.arguments))}) · {result.status if result else 'running'}"
-            + (f" × {count}" if count > 1 else ""))
+    shown = reveal(short_arguments(redact_text(call.arguments)))[0]
+    return f"{call.name}({shown}) · {result.status if result else 'running'}" + (f" × {count}" if count > 1 else "")
 
 
 def same_call(a: ToolResult, b: ToolResult) -> bool:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from ...instructions import Instruction, notebook_instructions
 from ...secrets import MARKERS, MisplacedMarker, redact_text, restore
 from ...text import cut, load_arguments
 from ...tools import MAX_OUTPUT_CHARS, Tool, ToolCall, ToolContext, ToolError, tool
@@ -248,6 +249,30 @@ class NotebookTools:
         parts = [_as_code(cell_type, source) for cell_type, source in self.queued]
         return "\n\n".join(part for part in [*parts, *(c.strip() for c in code)] if part)
 
+    # -- the notebook's own instructions -----------------------------------------------------------------------
+
+    def saved_instructions(self) -> Instruction | None:
+        """The markdown cells tagged ``agent-instructions`` of the saved notebook, if one is known and readable."""
+        from .cells import read_saved, saved_path
+
+        path = saved_path(self.shell.user_ns)
+        if path is None:
+            return None
+        try:
+            return _tagged(read_saved(path))
+        except ValueError:
+            return None
+
+    async def live_instructions(self) -> Instruction | None:
+        """The tagged cells as the front end has them now (unsaved edits included), where agentkernel's extension
+        answers for a notebook cell; else those of the saved notebook."""
+        if self.request.cell_id and await self.front_end() is not None:
+            try:
+                return _tagged(await self.read_live())
+            except (NotebookUnavailable, RuntimeError, ValueError):
+                pass
+        return self.saved_instructions()
+
     # -- helpers ---------------------------------------------------------------------------------------------
 
     def note_changed(self, cell_id: str) -> None:
@@ -327,6 +352,10 @@ def _block(index: int, cell: Cell, source: str, agent: bool, active: bool) -> st
     if cell.outputs_text.strip() and not agent:
         text += "\n··· outputs:\n" + cut(redact_text(cell.outputs_text.rstrip()), CELL_OUTPUT_CHARS)
     return text
+
+
+def _tagged(reading: Reading) -> Instruction | None:
+    return notebook_instructions({"cell_type": c.cell_type, "source": c.source, "tags": c.tags} for c in reading.cells)
 
 
 def diff(old: str, new: str) -> str:
