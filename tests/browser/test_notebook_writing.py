@@ -245,7 +245,8 @@ def test_replace_shows_the_new_source_and_one_undo_restores_the_old(open_noteboo
     nb.run_and_wait(0)
     assert cell_of(nb, "user")["can_undo"] is False
     got = replies(nb, 3)
-    assert got["replaced"] == {"request_id": got["replaced"]["request_id"], "ok": True, "old_source": OLD}
+    assert got["replaced"] == {"request_id": got["replaced"]["request_id"], "ok": True, "old_source": OLD,
+                               "old_execution_count": None, "old_metadata": {"agentkernel": None}}
     assert got["notes"]["ok"] is True and got["notes"]["old_source"] == "## Title 🙂\nSome notes."
     expect(nb.cell(2).locator("h2")).to_have_text(re.compile(r"^Title 🙃"))  # the rendered markdown follows
     assert cell_of(nb, "notes")["source"] == "## Title 🙃\nSome notes."  # no surrogate pair split

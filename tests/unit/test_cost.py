@@ -210,7 +210,7 @@ def test_a_response_cut_by_stop_counts_with_estimated_usage():
     assert result.status == "aborted" and usage.requests == 1 and usage.estimated_requests == 1
     assert 0 < usage.output_tokens <= len("".join(text)) // 4 and usage.input_tokens > 100  # the system prompt
     assert usage.cost == pytest.approx((usage.input_tokens + usage.output_tokens) / 1e6)
-    assert usage.line.endswith(" · 1 estimated")
+    assert usage.line.endswith(" · the response had no usable token count from the server; its tokens are estimated")
 
 
 def test_a_response_cut_by_the_wall_clock_counts_with_estimated_usage():
