@@ -49,7 +49,7 @@ from .models.base import (
 from .pricing import Pricer, no_price_error, price_for
 from .record import history as h
 from .record.context import CONTEXT_FRAME, Compaction, ContextView, estimate, item_tokens
-from .record.transcript import Transcript, transcript_dir
+from .record.transcript import Transcript, run_transcript, transcript_dir
 from .result import LoopResult
 from .secrets import KERNEL, MARKER_START, SECRETS_FRAME, redact_text
 from .skills import Skill, Skills, load_skill_tool, skills_prompt
@@ -123,6 +123,10 @@ class AgentLoop:
 
     The object keeps its state (``history``, ``usage``, ``result``) so that a caller whose task is cancelled
     can still read what the run committed.
+
+    ``transcript``: a JSONL file to append the run to, an existing folder (or True: ``$AGENTKERNEL_TRANSCRIPTS``,
+    else ``~/.agentkernel/transcripts``) to write a new file in, keeping the newest 200 runs there
+    (:func:`~agentkernel.record.transcript.run_transcript`), or False for none.
     """
 
     def __init__(
@@ -200,8 +204,8 @@ class AgentLoop:
         self._task: asyncio.Task[Any] | None = None  # the task running the loop, cut by Stop and the deadline
         self._racing = False  # is the task awaiting a model request or a tool round that Stop may cut?
         self._cutting = False  # has Stop or the deadline cancelled the task during this race?
-        if transcript is True:
-            transcript = transcript_dir() / f"{time.strftime('%Y%m%d-%H%M%S')}-{self.run_id}.jsonl"
+        if transcript is True or transcript and os.path.isdir(transcript):  # a folder: a new file there
+            transcript = run_transcript(transcript_dir() if transcript is True else transcript, self.run_id)
         self.transcript = Transcript(transcript) if transcript else None
 
     # -- the loop -------------------------------------------------------------------------------------------
@@ -228,7 +232,8 @@ class AgentLoop:
         KERNEL.refresh()  # the secret set as the run starts (the runner keeps it current after each tool)
         discover = getattr(self.model, "discover_context_window", None)
         if self.context.window is None and discover is not None:
-            self.context.window = await discover()
+            with contextlib.suppress(Exception):  # a model that cannot say: the window is learned from an overflow
+                self.context.window = await discover()
         if self.transcript:
             self.transcript.write({"event": "start", "run_id": self.run_id, "system": self.system,
                                    **self._briefing()})

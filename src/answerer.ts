@@ -216,7 +216,8 @@ export class NotebookAnswerer {
     }
     const oldCount = executionCount(cell);
     // Its outputs were made by the old source: the cleared execution count says so ([ ]: beside them).
-    this.steps([cell], () => cell.transact(() => rewrite(cell, String(request.source ?? ''), metadata, null)));
+    const count = request.stale === false ? oldCount : null;
+    this.steps([cell], () => cell.transact(() => rewrite(cell, String(request.source ?? ''), metadata, count)));
     return { old_source: current, old_execution_count: oldCount, old_metadata: oldMetadata };
   }
 

@@ -20,12 +20,12 @@
  *   - `insert` `{"after": cell_id, "cell_type": "code" | "markdown", "source": str, "metadata": {...}}` ->
  *     `{"cell_id": <new id>, "index": int}`; `missing` if `after` is no cell. Nothing runs, the user's active cell
  *     stays where it is.
- *   - `replace` `{"cell_id": id, "expected_source": str, "source": str, "metadata": {...}}` ->
+ *   - `replace` `{"cell_id": id, "expected_source": str, "source": str, "metadata": {...}, "stale": bool}` ->
  *     `{"old_source": str, "old_execution_count": int | null, "old_metadata": {<key>: <old value> | null}}`;
  *     `missing` if no such cell, `changed` (with the cell's current `"source"`) if its source is not
  *     `expected_source`. The edit is one undoable step of that cell (one Ctrl-Z restores the old source); the
- *     top-level keys of `metadata` (`agentkernel`) are set in the cell's metadata and its execution count is cleared
- *     (its outputs were made by the old source) in the same step.
+ *     top-level keys of `metadata` (`agentkernel`) are set in the cell's metadata and, unless `stale` is false, its
+ *     execution count is cleared (its outputs were made by the old source) in the same step.
  *   - `restore` `{"cells": [{"cell_id", "expected_source": <what the run wrote>, "source": <the source before> |
  *     null (the run added the cell), "execution_count": int | null, "metadata": {<key>: value | null}}, ...]}` ->
  *     `{"removed": [id], "restored": [id], "changed": [{"cell_id", "source"}], "missing": [id]}`: an agent run's

@@ -31,12 +31,12 @@ from ..loop import AgentLoop
 from ..models.base import Model, accepts_images
 from ..models.providers import resolve, split_model
 from ..record.timeline import Timeline
-from ..record.transcript import load_transcript
+from ..record.transcript import KEEP, load_transcript
 from ..result import LoopResult
 from ..secrets import KERNEL, MIN_SECRET_CHARS, SecretSet, marker
 from ..skills import Skills
 from ..stop import StopSignal
-from .approvals import asks_on_terminal, headless_runner, no_clicks_reason
+from .approvals import asks_on_terminal, headless_runner, is_terminal, no_clicks_reason
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
 from .exits import exit_refused
 from .kernel.notebook import ExecuteRequest
@@ -123,6 +123,7 @@ class AgentMagics(Magics):
         self.mcp_servers = KernelServers()
         self.serving = KernelServing()
         self.noted: set[tuple[str, str | None]] = set()
+        self.told_transcripts = False
 
     # -- the magic -------------------------------------------------------------------------------------------
 
@@ -163,7 +164,7 @@ class AgentMagics(Magics):
                     done.wait(0.1)
                 except KeyboardInterrupt:
                     run.interrupted = True
-                    run.loop.stop.set("interrupted by the kernel interrupt")
+                    run.loop.stop.set(self.interrupt_reason())
         if failure:
             self.end_panel(run)
             raise failure[0]
@@ -415,12 +416,16 @@ class AgentMagics(Magics):
             stop=stop,
             on_event=panel,
             approve=approve,
-            transcript=options.transcripts,
+            transcript=transcript_folder(options.transcripts),
             context_window=options.context_window or None,
             price=plan.price,
             instructions=setup.instructions,
             skills=setup.skills,
         )
+        if loop.transcript and not self.told_transcripts:  # once per kernel, live only (paths differ by machine)
+            self.told_transcripts = True
+            panel.note = (f"runs are saved in {loop.transcript.path.parent} (the newest {KEEP} kept; "
+                          "--no-transcript: none)")
         run = CellRun(loop=loop, panel=panel, timeline=panel.timeline, prompt=setup.prompt, out=options.out,
                       kernel=setup.tools.kernel, notebook=notebook, cells=options.cells)
         if not asks_on_terminal(self.shell):  # a terminal or a console shows no widget: it gets the record only
@@ -561,6 +566,11 @@ class AgentMagics(Magics):
 
     # -- ending a run ----------------------------------------------------------------------------------------
 
+    def interrupt_reason(self) -> str:
+        """How a SIGINT is named in the run's ending: the user's Ctrl-C in terminal IPython, else the kernel's
+        interrupt (a notebook's ■ button, or a console's Ctrl-C sent to the kernel)."""
+        return "interrupted by you (Ctrl-C)" if is_terminal(self.shell) else "interrupted by the kernel interrupt"
+
     @contextlib.contextmanager
     def interrupt_stops(self, run: CellRun) -> Iterator[None]:
         """While the cell awaits, the first SIGINT stops the loop cleanly; a second one cancels as usual."""
@@ -576,7 +586,7 @@ class AgentMagics(Magics):
                     previous(signum, frame)
                 return
             run.interrupted = True
-            run.loop.stop.set("interrupted by the kernel interrupt")
+            run.loop.stop.set(self.interrupt_reason())
 
         signal.signal(signal.SIGINT, handler)
         try:
@@ -634,6 +644,20 @@ def cassette_file(flag: str, path: str, read: Callable[[str], Model]) -> Model:
         raise AgentConfigError(f"{flag}: cannot read {path!r} ({e})") from None
     except ValueError as e:  # names the file and the line
         raise AgentConfigError(f"{flag}: {e}") from None
+
+
+def transcript_folder(setting: str | None) -> str | bool:
+    """What ``AgentLoop(transcript=...)`` takes for the ``transcripts`` setting: True for the default folder, False
+    for none (``""``), else the folder, made now (AgentConfigError when it cannot be)."""
+    if setting is None or not setting:
+        return setting is None
+    folder = os.path.abspath(os.path.expanduser(setting))  # where it was made, whatever the kernel does later
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+        raise AgentConfigError(f"transcripts: cannot make the folder {setting!r} ({e.strerror or e}); "
+                               "%config AgentMagics.transcripts = '' writes none") from None
+    return folder
 
 
 def writable(flag: str, path: str) -> None:

@@ -29,8 +29,11 @@ from ipywidgets.widgets.widget_string import HTMLStyle, TextStyle  # type: ignor
 from ..events import (
     ContextUpdated,
     Event,
+    FunctionCallProgress,
+    MessageDone,
     RoundStarted,
     RunFinished,
+    TextDelta,
     ToolCallStarted,
     UsageUpdated,
 )
@@ -76,6 +79,9 @@ class Panel:
         self.compactions = 0
         self.usage = Usage()
         self.state = "running"
+        self.waiting = False  # for the first token of the round's response
+        self.note = ""
+        """A line under the status line (where the kernel's transcripts go, said once per kernel)."""
         self.status = widgets.HTML()
         self.bars: dict[str, widgets.FloatProgress] = {}
         for key, label, limit in (("rounds", "rounds", limits.max_iterations),
@@ -115,10 +121,12 @@ class Panel:
 
     def __call__(self, event: Event) -> None:
         self.timeline(event)
+        if isinstance(event, TextDelta | FunctionCallProgress | MessageDone | ToolCallStarted | RunFinished):
+            self.waiting = False
         if isinstance(event, ToolCallStarted):
             self.calls += 1
         elif isinstance(event, RoundStarted):
-            self.round = event.round
+            self.round, self.waiting = event.round, True
         elif isinstance(event, UsageUpdated):
             self.usage = event.usage
         elif isinstance(event, ContextUpdated):
@@ -311,12 +319,15 @@ class Panel:
         now = time.monotonic()
         since = self.timeline.waiting_since()
         state = f"{WAITING} ({now - since:.0f} s)" if since is not None and self.state == "running" else self.state
-        return status_line(state, self.round, self.calls, self.timeline.denied, self.usage, self.compactions,
+        line = status_line(state, self.round, self.calls, self.timeline.denied, self.usage, self.compactions,
                            now - self.started)
+        return line + " · waiting for the model's first token" * self.waiting
 
     def refresh(self) -> None:
         elapsed = time.monotonic() - self.started
         status = f"<code>{html.escape(self.status_text())}</code>"
+        if self.note:
+            status += f"<br><small>{html.escape(self.note)}</small>"
         if status != self.status.value:
             self.status.value = status
         for key, value in (("rounds", self.round), ("tokens", self.usage.total_tokens), ("seconds", elapsed),

@@ -247,7 +247,8 @@ class ApiModel:
         if isinstance(settings, dict) and _positive(settings.get("n_ctx")):
             return settings["n_ctx"]
         models = await asyncio.to_thread(_get_json, f"{self.api_url}/models")  # vLLM, llama.cpp's meta
-        cards = [card for card in models.get("data") or [] if isinstance(card, dict)]
+        data = models.get("data")
+        cards = [card for card in data if isinstance(card, dict)] if isinstance(data, list) else []
         ours = [card for card in cards if card.get("id") == self.model] or cards[:1] * (len(cards) == 1)
         for card in ours:
             meta = card["meta"] if isinstance(card.get("meta"), dict) else {}
@@ -312,7 +313,7 @@ def _get_json(url: str, timeout: float = 2.0) -> dict[str, Any]:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as answer:
             value = json.load(answer)
-    except (OSError, ValueError):  # URLError and HTTPError are OSErrors
+    except (OSError, ValueError, RecursionError):  # URLError and HTTPError are OSErrors; RecursionError: too deep
         return {}
     return value if isinstance(value, dict) else {}
 

@@ -1,4 +1,4 @@
-"""The Anthropic Messages API (``anthropic`` SDK, ``agentkernel[anthropic]``) as a streaming model, with prompt
+"""The Anthropic Messages API (``anthropic`` SDK, ``jupyter-agentkernel[anthropic]``) as a streaming model, with prompt
 caching on: every request reads the one before it from the cache."""
 
 from __future__ import annotations

@@ -155,3 +155,4 @@ def test_where_the_magic_cannot_await_it_says_so_in_one_line(kernel: KernelSessi
     kernel.ok("%autoawait True")
     assert kernel.ok("%agent_undo a b").stdout == "%agent_undo takes at most one run id, not 'a b'\n"
     assert len(notebook.cells) == 5  # nothing was undone
+

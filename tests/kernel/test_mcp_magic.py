@@ -235,6 +235,25 @@ def test_a_bad_command_and_a_malformed_config_are_clear(kernel: KernelSession):
     alive(kernel)
 
 
+def test_a_server_that_fails_at_start_is_one_error_line_without_its_token(kernel: KernelSession):
+    """Issue 27, item 9: an error line as for any bad input (it was a full traceback on stderr), quoting the server's
+    stderr with the token its entry configures redacted."""
+    token = "tok-" + "0123456789abcdefghij" * 2
+    code = "import os, sys; print('auth failed for', os.environ['SERVICE_TOKEN'], file=sys.stderr); sys.exit(3)"
+    write_config(kernel.cwd / "dies.json", {"mcpServers": {"dies": {
+        "command": "python", "args": ["-c", code], "env": {"SERVICE_TOKEN": token}}}})
+    kernel.ok("m = ScriptedModel(['done'])")
+    for line in ("%%agent -m m --mcp-config dies.json --mcp dies\ngo",
+                 "%agent_mcp --mcp-config dies.json restart dies"):
+        cell = kernel.run(line, timeout=60)
+        [error] = cell.errors
+        assert error["ename"] == "AgentConfigError" and len(error["traceback"]) == 1, cell.describe()
+        assert "MCP server 'dies'" in error["evalue"] and "auth failed for [secret $SERVICE_TOKEN]" in error["evalue"]
+        assert not [m for m in cell.messages if m["msg_type"] == "stream"], cell.describe()  # no traceback
+        assert token[4:20] not in str(cell.messages)
+    alive(kernel)
+
+
 def test_servers_stop_when_the_kernel_shuts_down(tmp_path: Path):
     need("mcp-server-time")
     with agent_kernel(tmp_path) as ks:
@@ -370,7 +389,7 @@ def test_without_the_mcp_package_mcp_says_how_to_install_it(tmp_path: Path):
         write_config(ks.cwd / ".mcp.json", {"mcpServers": {"time": {"command": "mcp-server-time"}}})
         ks.ok("from agentkernel import ScriptedModel\nm = ScriptedModel(['done'])")
         [error] = ks.run("%%agent -m m --mcp time\ngo").errors
-    assert error["ename"] == "AgentConfigError" and "pip install 'agentkernel[mcp]'" in error["evalue"]
+    assert error["ename"] == "AgentConfigError" and "pip install 'jupyter-agentkernel[mcp]'" in error["evalue"]
 
 
 def test_a_server_installed_in_the_kernels_environment_is_found_without_path(tmp_path: Path):

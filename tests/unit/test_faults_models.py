@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,7 +77,9 @@ APIS = {
 ANSWER = ["Hello", ", world."]
 
 
-def answer(api: str, text: list[str] = ANSWER, calls: list[Call] = (), usage: tuple[int, int] = (10, 5)) -> list[str]:  # type: ignore[assignment]
+def answer(api: str, text: Sequence[str] = ANSWER, calls: Sequence[Call] = (),
+           usage: tuple[int, int] = (200, 10)) -> list[str]:
+    """The SSE events of an answer in ``api``'s shape (the usage about what the run's first request holds)."""
     return APIS[api].stream(list(text), list(calls), usage)
 
 
@@ -155,6 +157,31 @@ def test_errors_until_the_retries_are_exhausted_end_the_run_as_fatal_error(api: 
     result, server = run_against(api, busy, busy, busy, model_options={"max_retries": 2})
     ended_cleanly(result, "fatal_error")
     assert len(server.requests) == 3 and "HTTP 500 after 2 retries: busy" in result.detail
+
+
+class OddWindowServer(ScriptedServer):
+    """Answers the window questions (llama.cpp's ``/props``, ``/v1/models``) with JSON of the wrong shape."""
+
+    def get(self, path: str) -> tuple[int, dict[str, Any]]:
+        return 200, {"default_generation_settings": ["n_ctx", 4096], "data": 5, "n_ctx": "a lot"}
+
+
+@parametrize_apis
+def test_a_server_that_answers_the_window_question_oddly_still_runs(api: str):
+    with OddWindowServer(Reply(answer(api))) as server:
+        result = asyncio.run(run("hi", model=make_model(api, server)))
+    ended_cleanly(result, "complete")
+
+
+def test_a_model_whose_window_question_raises_still_runs():
+    from agentkernel import ScriptedModel
+
+    class Asking(ScriptedModel):
+        async def discover_context_window(self) -> int | None:
+            raise RuntimeError("no idea")
+
+    result = asyncio.run(run("hi", model=Asking(["Hello."])))
+    ended_cleanly(result, "complete")
 
 
 # -- events no adapter can read ---------------------------------------------------------------------------------

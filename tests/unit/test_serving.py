@@ -93,6 +93,7 @@ def test_tools_are_listed_with_truthful_annotations_and_a_read_only_call_runs():
             result = await c.call_tool("peek", {"key": "a"})
             assert not result.is_error and text(result).startswith("value of a")
             assert [c.name for c in server.session.calls] == ["peek"]
+            assert [name.split()[0] for name in server.clients] == ["mcp"]  # the client, as it names itself
 
     run(main)
 

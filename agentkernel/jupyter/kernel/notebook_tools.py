@@ -71,6 +71,8 @@ class NotebookTools:
         self.log = ChangeLog.of(shell)
         self.changes: RunChanges | None = None
         """The cells this run added or edited (None until it changes one)."""
+        self.on_change: Callable[[RunChanges], None] | None = None
+        """Called at the run's first change of the notebook (the panel shows its Undo button then)."""
         self.anchor = ""  # the last cell this run put at the default place: the next one goes below it
         self.agent_cell = request.cell_id
         self.queued: list[tuple[str, str]] = []  # (cell_type, source) of add_cell calls with no extension
@@ -145,7 +147,7 @@ class NotebookTools:
             self.anchor = cell_id
         self.seen[cell_id] = Seen(source, True)
         self.types[cell_id] = cell_type
-        self.changed(ctx.run_id).added(cell_id, cell_type, source, ctx.call_id)
+        self.run_log(ctx.run_id).added(cell_id, cell_type, source, ctx.call_id)
         return (f"added a {cell_type} cell, id {cell_id}, at index {reply.get('index')} (below cell {anchor}). "
                 "It has not run: the user runs it (run_python runs code now).")
 
@@ -169,7 +171,7 @@ class NotebookTools:
                                           metadata=_metadata(ctx.run_id, ctx.call_id, edited=True))
         if reply.get("ok"):
             self.seen[cell_id] = Seen(written, True)
-            self.changed(ctx.run_id).edited(cell_id, self.types.get(cell_id, "code"), old, written, ctx.call_id,
+            self.run_log(ctx.run_id).edited(cell_id, self.types.get(cell_id, "code"), old, written, ctx.call_id,
                                             reply)
             return (f"edited cell {cell_id} (one undo in its editor restores it); it has not run. The "
                     f"change:\n{diff(redact_text(old), source)}")
@@ -244,7 +246,7 @@ class NotebookTools:
                 if not reply.get("ok"):
                     break
                 anchor = self.anchor = str(reply.get("cell_id"))
-                self.changed(run_id).added(anchor, "code", code.strip(), call_id)
+                self.run_log(run_id).added(anchor, "code", code.strip(), call_id)
                 left.pop(0)
         return [code for _, code in left]
 
@@ -271,8 +273,10 @@ class NotebookTools:
 
     async def live_instructions(self) -> Instruction | None:
         """The tagged cells as the front end has them now (unsaved edits included), where agentkernel's extension
-        answers for a notebook cell; else those of the saved notebook."""
-        if self.request.cell_id and await self.front_end() is not None:
+        has answered in this client session already; else those of the saved notebook. (Not a hello of its own: in a
+        front end that neither answers nor closes the comm, that would cost every session's first run its timeout.)"""
+        known = self.request.session and self.bridge.answered_session == self.request.session
+        if known and self.request.cell_id and await self.front_end() is not None:
             try:
                 return _tagged(await self.read_live())
             except (NotebookUnavailable, RuntimeError, ValueError):
@@ -281,10 +285,12 @@ class NotebookTools:
 
     # -- helpers ---------------------------------------------------------------------------------------------
 
-    def changed(self, run_id: str) -> RunChanges:
+    def run_log(self, run_id: str) -> RunChanges:
         """This run's log of changed cells (made at its first change)."""
         if self.changes is None:
             self.changes = self.log.run(run_id)
+            if self.on_change is not None:
+                self.on_change(self.changes)
         return self.changes
 
     async def front_end(self) -> FrontEnd | None:

@@ -11,6 +11,8 @@ Notebook 7 with the extension can change cells; elsewhere the undo says why it c
 
 from __future__ import annotations
 
+import asyncio
+import html
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -187,6 +189,30 @@ def _outcome(run: RunChanges, reply: dict[str, Any]) -> str:
     if done:
         return f"undid part of run {run.run_id}: {', '.join(done)}; {why}"
     return f"did not undo run {run.run_id}: {why}"
+
+
+UNDO_LABEL = "Undo this run's notebook changes"
+
+
+def live_button(shell: Any, changes: RunChanges, session: str) -> Any:
+    """The live panel's Undo button for a run that has changed the notebook, and the line beside it saying what the
+    undo did. A click takes back what the run changed so far (what it changes later stays undoable from its record);
+    it may come on another thread, so it hands the undo to the kernel's event loop (the run's, which is running)."""
+    import ipywidgets as widgets  # type: ignore[import-untyped]
+
+    loop = asyncio.get_running_loop()
+    button = widgets.Button(description=UNDO_LABEL, icon="undo", button_style="warning",
+                            tooltip=f"%agent_undo {changes.run_id}: remove the cells this run added, give back the "
+                                    "source of the cells it edited")
+    said = widgets.HTML()
+
+    async def take_back() -> None:
+        button.disabled = True
+        said.value = html.escape(await undo(shell, changes.run_id, session=session))
+        button.disabled = False
+
+    button.on_click(lambda _: loop.call_soon_threadsafe(lambda: loop.create_task(take_back())))
+    return widgets.HBox([button, said])
 
 
 async def undo_line(shell: Any, line: str) -> str:
