@@ -325,7 +325,7 @@ class Panel:
 
     def refresh(self) -> None:
         elapsed = time.monotonic() - self.started
-        status = f"<code>{html.escape(self.status_text())}</code>"
+        status = f"<code>{html.escape(self.status_text(), quote=False)}</code>"
         if self.note:
             status += f"<br><small>{html.escape(self.note)}</small>"
         if status != self.status.value:
