@@ -26,7 +26,6 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 from IPython.display import display
 
-from ..events import Event
 from ..guards import GuardConfig
 from ..loop import AgentLoop
 from ..models.base import Model, accepts_images
@@ -328,7 +327,7 @@ class AgentMagics(Magics):
             limits=limits,
             guards=guards,
             stop=stop,
-            on_event=fan_out(panel, record),
+            on_event=[panel, record],
             approve=self.approver(panel, options, clickable, notebook, untrusted),
             transcript=options.transcripts,
             context_window=options.context_window or None,
@@ -603,11 +602,3 @@ def writable(flag: str, path: str) -> None:
         raise AgentConfigError(f"{flag}: cannot write {path!r}: {folder!r} is a file, not a folder")
     if not os.access(folder, os.W_OK) or os.path.exists(target) and not os.access(target, os.W_OK):
         raise AgentConfigError(f"{flag}: cannot write {path!r} (permission denied)")
-
-
-def fan_out(*listeners: Callable[[Event], None]) -> Callable[[Event], None]:
-    def emit(event: Event) -> None:
-        for listener in listeners:
-            listener(event)
-
-    return emit

@@ -9,7 +9,7 @@ import warnings
 from pathlib import Path
 from typing import IO, Any
 
-from ..secrets import redact
+from ..events import ContextCompacted, Event, ItemCommitted, RunFinished, RunStarted, UsageUpdated
 from ..text import json_line
 from .history import Item, repair_history
 from .images import image_reference
@@ -21,7 +21,8 @@ def transcript_dir() -> Path:
 
 
 class Transcript:
-    """Appends a run's items to a JSONL file as they are committed, flushing each line.
+    """Appends a run's items to a JSONL file as they are committed, flushing each line: a listener of the loop's
+    events (:mod:`agentkernel.events`), which reach it redacted like every other listener's.
 
     Lines are ``{"event": "item", "item": {...}}``, with one ``{"event": "start", ...}`` first and one
     ``{"event": "finish", ...}`` last (with the run's ``usage`` sums), and a ``{"event": "usage", ...}`` for each
@@ -29,7 +30,8 @@ class Transcript:
     output's images are written as references (type, size, bytes, sha256; see
     :func:`~agentkernel.record.images.image_reference`), not their data. Text that UTF-8 cannot encode (lone surrogates)
     is written as JSON escapes. No value of the kernel's secret set is written: each is its marker
-    (see :mod:`agentkernel.secrets`). A write that fails (a full disk, a removed directory) warns once and ends the
+    (see :mod:`agentkernel.secrets`), as the loop's :class:`~agentkernel.events.Listeners` redact every event before
+    any listener hears it. A write that fails (a full disk, a removed directory) warns once and ends the
     transcript, never the run; ``error`` says why.
     """
 
@@ -45,11 +47,30 @@ class Transcript:
         if self._file is None:
             return
         try:
-            self._file.write(json_line(redact(record)) + "\n")
+            self._file.write(json_line(record) + "\n")
             self._file.flush()
         except (OSError, ValueError) as e:  # ValueError: a value JSON cannot hold
             self.error = f"cannot write the transcript {self.path}: {e}"
             warnings.warn(f"{self.error}; the run goes on without it", RuntimeWarning, stacklevel=2)
+            self.close()
+
+    def __call__(self, event: Event) -> None:
+        """Hear one of the loop's events: the run's start (and the history it starts from), each committed item,
+        each response's usage, each compaction, and the run's end (which closes the file)."""
+        if isinstance(event, ItemCommitted):
+            self.item(event.item)
+        elif isinstance(event, UsageUpdated) and event.response is not None:
+            self.write({"event": "usage", **{k: v for k, v in vars(event.response).items() if v}})
+        elif isinstance(event, RunStarted):
+            self.write({"event": "start", "run_id": event.run_id, "system": event.system})
+            for item in event.history:
+                self.item(item)
+        elif isinstance(event, ContextCompacted):
+            self.write({"event": "compaction", **event.compaction.record()})
+        elif isinstance(event, RunFinished):
+            result = event.result
+            self.write({"event": "finish", "status": result.status, "detail": result.detail,
+                        "usage": vars(result.usage).copy()})
             self.close()
 
     def item(self, item: Item) -> None:
