@@ -7,7 +7,7 @@ sees it: a new road out is one more listener, and cannot skip the redaction.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,8 +104,8 @@ def redacted(event: Event, secrets: SecretSet) -> Event:
     one) were redacted where the runner made them, before any cut (:class:`~agentkernel.tools.runner.ToolRunner`),
     and pass as they are. What else the model, the user or the run wrote
     is redacted here: the system prompt and the history a run starts from, messages, a call's arguments, the
-    model's deltas (a secret split across deltas is caught in the whole message), compaction notes, the result's
-    answer, detail and findings.
+    model's deltas (a secret split across deltas is caught in the whole message), compaction notes, and the result's
+    answer, detail, findings and history (once, as the run ends).
     """
     text = secrets.redact
     if isinstance(event, TextDelta | MessageDone):
@@ -126,7 +126,8 @@ def redacted(event: Event, secrets: SecretSet) -> Event:
         result = event.result
         return _changed(event, result=_changed(
             result, answer=None if result.answer is None else text(result.answer), detail=text(result.detail),
-            partial_findings=[{**f, "arguments": text(f["arguments"])} for f in result.partial_findings]))
+            history=[_redacted_item(item, secrets) for item in result.history],
+            partial_findings=secrets.redact_value(result.partial_findings)))
     return event  # numbers and names
 
 
@@ -149,29 +150,17 @@ def _changed(value: Any, **fields: Any) -> Any:
     return dataclasses.replace(value, **fields)
 
 
-class Listeners:
-    """The loop's listeners, told each event in turn, redacted (:func:`redacted`) against the kernel's secret set
-    as it is when the event leaves.
+class Listeners(list[Listener]):
+    """The loop's listeners (a list), told each event in turn, redacted (:func:`redacted`) against the kernel's
+    secret set as it is when the event leaves.
 
     ``Listeners([panel, record, transcript])`` is itself a listener; an empty one is false, so the loop builds no
     event nobody hears.
     """
 
-    def __init__(self, listeners: Iterable[Listener] = ()):
-        self.listeners: list[Listener] = []
-        for listener in listeners:
-            self.add(listener)
-
-    def add(self, listener: Listener) -> None:
-        """Tell ``listener`` too, after the others (a :class:`Listeners` is flattened into this one)."""
-        self.listeners += listener.listeners if isinstance(listener, Listeners) else [listener]
-
-    def __bool__(self) -> bool:
-        return bool(self.listeners)
-
     def __call__(self, event: Event) -> None:
         event = redacted(event, KERNEL.current)
-        for listener in self.listeners:
+        for listener in self:
             listener(event)
 
 

@@ -158,12 +158,16 @@ class AgentLoop:
             transcript = transcript_dir() / f"{time.strftime('%Y%m%d-%H%M%S')}-{self.run_id}.jsonl"
         self.transcript = Transcript(transcript) if transcript else None
         # Everything that leaves the loop is an event told to these, redacted on the way (see events.py).
-        self.listeners = Listeners([] if on_event is None else [on_event] if callable(on_event) else on_event)
+        if callable(on_event) and not isinstance(on_event, list):
+            on_event = [on_event]
+        self.listeners = Listeners(on_event or [])
         if self.transcript is not None:
-            self.listeners.add(self.transcript)
+            self.listeners.append(self.transcript)
         self.runner = ToolRunner(self.tools, approve, run_id=self.run_id,
                                  on_start=lambda call: self.emit(ToolCallStarted, call),
                                  on_finish=lambda result: self.emit(ToolCallFinished, result))
+        if not self.listeners:  # (a call per tool call saved)
+            self.runner.on_start = self.runner.on_finish = None
         self.streaming = Response()  # the response being streamed: what arrived of it, if Stop cuts it
         # What the model's tokens cost (given, the model's own, or genai-prices'); None: unknown.
         self.price = price_for(model, price)
@@ -305,7 +309,8 @@ class AgentLoop:
         request = ModelRequest(self.system_prompt, self.context.items, self.schemas, max_output_tokens=cap,
                                cache_key=self.run_id)
         response = await self._stream(request)
-        self.emit(ContextUpdated, self.context.fill, self.context.window)
+        if self.listeners:
+            self.emit(ContextUpdated, self.context.fill, self.context.window)
         return response
 
     async def _stream(self, request: ModelRequest) -> Response:
@@ -475,13 +480,15 @@ class AgentLoop:
             self._commit_results(refused_results)
 
         trip = None
+        outcomes = []
         for r in results:
-            self.signatures[r.call_id] = (r.name, r.call.normalized, r.output)
-            trip = (trip or self.repeats.record(r.name, r.call.normalized, r.output)
-                    or self.no_progress.record_call(r.name, r.call.normalized))
-        outcomes = [(r.name, r.call.normalized, r.output) for r in [*results, *refused_results]]
+            call = r.call
+            self.signatures[call.call_id] = signature = (call.name, call.normalized, r.output)
+            outcomes.append(signature)
+            trip = trip or self.repeats.record(*signature) or self.no_progress.record_call(call.name, call.normalized)
+        outcomes += [(r.call.name, r.call.normalized, r.output) for r in refused_results]
         trip = trip or self.no_progress.record_turn(text, outcomes)
-        trip = trip or self.failures.record_round(len([r for r in results if r.failed]), len(results))
+        trip = trip or self.failures.record_round(sum(r.status == "error" for r in results), len(results))
         if trip is None and refused:
             trip = self.limits.tool_call_trip()
         return trip

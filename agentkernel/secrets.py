@@ -159,6 +159,8 @@ class SecretSet:
         one of the text's 4-byte words at a multiple of 4, at one of 4 offsets into the form; the words are looked
         up in the index all at once (a set operation), and only a hit is checked byte by byte.
         """
+        if len(text) < MIN_SECRET_CHARS:  # shorter than any form of a secret, or any shape
+            return text
         data = text.encode("utf-8", "surrogatepass")
         spans = []
         index = self._index

@@ -58,24 +58,18 @@ async def invoke(tool: Tool, kwargs: dict[str, Any], timeouts: Timeouts | None =
     call: Awaitable[Any] = tool.fn(**kwargs) if tool.is_async else in_thread(tool.fn, kwargs, tool.name)
     if not tool.timeout:
         return await call
-    # What asyncio.timeout() does, with a timer shared by the run's calls (see Timeouts).
-    task = asyncio.current_task()
-    assert task is not None
-    before = task.cancelling()
-    timeouts.watch(task, tool.timeout)
+    scope = asyncio.timeout(None)  # expired by the run's one timer (see Timeouts)
     try:
-        result = await call
-    except asyncio.CancelledError:
-        if timeouts.release(task) and task.uncancel() <= before:  # our cancellation alone: the tool timed out
+        async with scope:
+            timeouts.watch(scope, tool.timeout)
+            try:
+                return await call
+            finally:
+                timeouts.release(scope)
+    except TimeoutError:
+        if scope.expired():  # (a tool that swallowed the cancellation, or made its own error of it, keeps its outcome)
             raise ToolTimeout from None
         raise
-    except BaseException:
-        if timeouts.release(task):  # the tool turned our cancellation into an error of its own: that error stands
-            task.uncancel()
-        raise
-    if timeouts.release(task):  # the tool swallowed our cancellation and returned: its result stands
-        task.uncancel()
-    return result
 
 
 async def in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], name: str = "tool") -> Any:
@@ -141,14 +135,14 @@ class ToolRunner:
     async def run(self, calls: list[ToolCall]) -> list[ToolResult]:
         """Run a round's calls: read-only ones in parallel, then each side-effecting one alone, in request order."""
         self.done, self.started = {}, {}
-        parallel = [c for c in calls if not self._side_effecting(c)]
+        alone = [c for c in calls if self._side_effecting(c)]
+        parallel = [c for c in calls if not self._side_effecting(c)] if alone else calls
         if len(parallel) == 1:  # the usual round: awaited here, without gather's task and its event-loop passes
             await self._one(parallel[0])
         elif parallel:
             await asyncio.gather(*(self._one(c) for c in parallel))
-        for call in calls:
-            if self._side_effecting(call):
-                await self._one(call)
+        for call in alone:
+            await self._one(call)
         return [self.done[call.call_id] for call in calls]
 
     def unfinished(self, calls: Iterable[ToolCall], output: str, status: ToolStatus = "aborted") -> list[ToolResult]:
