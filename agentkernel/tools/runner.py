@@ -58,18 +58,24 @@ async def invoke(tool: Tool, kwargs: dict[str, Any], timeouts: Timeouts | None =
     call: Awaitable[Any] = tool.fn(**kwargs) if tool.is_async else in_thread(tool.fn, kwargs, tool.name)
     if not tool.timeout:
         return await call
-    scope = asyncio.timeout(None)  # expired by the run's one timer (see Timeouts)
+    # What asyncio.timeout() does, with a timer shared by the run's calls (see Timeouts).
+    task = asyncio.current_task()
+    assert task is not None
+    before = task.cancelling()
+    timeouts.watch(task, tool.timeout)
     try:
-        async with scope:
-            timeouts.watch(scope, tool.timeout)
-            try:
-                return await call
-            finally:
-                timeouts.release(scope)
-    except TimeoutError:
-        if scope.expired():  # (a tool that swallowed the cancellation, or made its own error of it, keeps its outcome)
+        result = await call
+    except asyncio.CancelledError:
+        if timeouts.release(task) and task.uncancel() <= before:  # our cancellation alone: the tool timed out
             raise ToolTimeout from None
         raise
+    except BaseException:
+        if timeouts.release(task):  # the tool turned our cancellation into an error of its own: that error stands
+            task.uncancel()
+        raise
+    if timeouts.release(task):  # the tool swallowed our cancellation and returned: its result stands
+        task.uncancel()
+    return result
 
 
 async def in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], name: str = "tool") -> Any:

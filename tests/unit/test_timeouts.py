@@ -1,5 +1,5 @@
-"""The run's one timer for tool timeouts (agentkernel/tools/timeouts.py): it expires exactly the calls that ran
-out of time, in expiry order, and asyncio.timeout tells them apart from cancellations it did not make."""
+"""The run's one timer for tool timeouts (agentkernel/tools/timeouts.py): it cancels exactly the calls that ran
+out of time, in expiry order, and tells them apart from cancellations it did not make."""
 
 from __future__ import annotations
 
@@ -9,23 +9,17 @@ from agentkernel.tools.timeouts import Timeouts
 
 
 async def _watched(timeouts: Timeouts, seconds: float, work: float, log: list[str], name: str) -> None:
-    scope = asyncio.timeout(None)
+    task = asyncio.current_task()
+    assert task is not None
+    timeouts.watch(task, seconds)
     try:
-        async with scope:
-            timeouts.watch(scope, seconds)
-            try:
-                await asyncio.sleep(work)
-                log.append(f"{name} finished")
-            except asyncio.CancelledError:
-                log.append(f"{name} cut")
-                raise
-            finally:
-                timeouts.release(scope)
-    except TimeoutError:
-        log.append(f"{name} ran out of time")
+        await asyncio.sleep(work)
+        log.append(f"{name} finished")
     except asyncio.CancelledError:
-        assert not scope.expired()
-        raise
+        log.append(f"{name} cut")
+    finally:
+        if timeouts.release(task):
+            log.append(f"{name} ran out of time")
 
 
 def test_only_the_calls_past_their_timeout_are_cut_in_the_order_they_expire() -> None:
