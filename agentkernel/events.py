@@ -28,6 +28,8 @@ class RunStarted:
     """The system prompt the run was given."""
     history: list[Item] = field(default_factory=list, repr=False)
     """The history the run starts from (before its prompt), which later items extend (:class:`ItemCommitted`)."""
+    briefing: dict[str, list[str]] = field(default_factory=dict)
+    """Where the run's instructions came from and which skills it was offered (``instructions``, ``skills``)."""
 
 
 @dataclass

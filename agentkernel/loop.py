@@ -35,6 +35,7 @@ from .events import (
     UsageUpdated,
 )
 from .guards import FailureGuard, GuardConfig, NoProgressGuard, RepeatedCallGuard, TextLoopGuard
+from .instructions import Instruction, instructions_prompt
 from .models.base import (
     THINKING_KEY,
     ContextOverflowError,
@@ -54,6 +55,7 @@ from .record.context import CONTEXT_FRAME, Compaction, ContextView, estimate, it
 from .record.transcript import Transcript, transcript_dir
 from .result import LoopResult
 from .secrets import KERNEL, MARKER_START, SECRETS_FRAME
+from .skills import Skill, Skills, load_skill_tool, skills_prompt
 from .stop import StopSignal
 from .text import valid_text
 from .tools import Approver, Tool, ToolCall, ToolResult, ToolRunner, as_registry
@@ -126,11 +128,23 @@ class AgentLoop:
         transcript: str | os.PathLike[str] | bool = False,
         context_window: int | None = None,
         price: Pricer | None = None,
+        instructions: Iterable[Instruction] = (),
+        skills: Skills | None = None,
     ):
         self.model = model
+        # The project's instructions and the skills' names go into the system prompt (redacted, never compacted
+        # away); a skill's body only through load_skill.
+        secrets = KERNEL.refresh()
+        self.instructions = [Instruction(i.source, secrets.redact(i.text)) for i in instructions]
+        self.skills = [Skill(s.name, secrets.redact(s.description), s.folder, s.body)
+                       for s in (skills.found if skills else [])]
+        if self.skills and skills is not None:
+            tools = [*tools, load_skill_tool(skills)]
         self.tools = as_registry(tools)
         self.schemas = [t.schema() for t in self.tools.values()]  # the same for every request
-        self.system = DEFAULT_SYSTEM_PROMPT if system is None else system
+        self.system = "\n\n".join(part for part in (
+            DEFAULT_SYSTEM_PROMPT if system is None else system,
+            instructions_prompt(self.instructions), skills_prompt(self.skills)) if part)
         self.history: list[h.Item] = h.repair_history(history or [])
         # Has the model been shown a secret's marker? From then on the system prompt says what one is.
         self.shows_secrets = any(_shows_secret(item) for item in self.history)
@@ -201,7 +215,7 @@ class AgentLoop:
         unsubscribe = self.stop.subscribe(self._cut)
         KERNEL.refresh()  # the secret set as the run starts (the runner keeps it current after each tool)
         self.emit(RunStarted, self.run_id, getattr(self.model, "name", type(self.model).__name__), self.system,
-                  list(self.history))
+                  list(self.history), self._briefing())
         try:
             async with timeout:
                 trip = await self._run(prompt)
@@ -551,10 +565,15 @@ class AgentLoop:
             compactions=len(self.compactions),
             run_id=self.run_id,
             transcript=str(self.transcript.path) if self.transcript else None,
+            **self._briefing(),
         )
         self.result = result
         self.emit(RunFinished, result)
         return result
+
+    def _briefing(self) -> dict[str, list[str]]:
+        """Where the run's instructions came from and which skills it was offered (for the result and transcript)."""
+        return {"instructions": [i.source for i in self.instructions], "skills": [s.name for s in self.skills]}
 
     def emit(self, kind: Callable[..., Event], *fields: Any) -> None:
         """Tell the listeners (if any) ``kind(*fields)``; the event is only built when someone listens."""
@@ -573,6 +592,7 @@ async def run(prompt: str | None, *, model: Model, **options: Any) -> LoopResult
 
     Options are those of :class:`AgentLoop`: ``tools``, ``system``, ``history``, ``limits``, ``guards``,
     ``stop``, ``on_event`` (a listener of the loop's :mod:`~agentkernel.events`, or a list of them), ``approve``,
-    ``transcript``, ``context_window``, ``price``.
+    ``transcript``, ``context_window``, ``price``, ``instructions`` (see :mod:`agentkernel.instructions`), ``skills``
+    (see :mod:`agentkernel.skills`).
     """
     return await AgentLoop(model, **options).run(prompt)

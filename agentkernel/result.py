@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +48,15 @@ class LoopResult:
     run_id: str = ""
     transcript: str | None = None
     """Path of the run's JSONL transcript, if one was written."""
+    instructions: list[str] = field(default_factory=list)
+    """Where the project instructions the model was told came from (``AGENTS.md``, ...), the nearest last."""
+    skills: list[str] = field(default_factory=list)
+    """The skills the model was offered, by name."""
+
+    @property
+    def loaded_skills(self) -> list[str]:
+        """The skills the model loaded (``load_skill`` calls that succeeded), by name, in order."""
+        return loaded_skills(self.history)
 
     @property
     def requires_human(self) -> bool:
@@ -94,6 +104,8 @@ class LoopResult:
             lines.extend(f"  {short(line, 200)}" for line in answer[:ANSWER_LINES])
             if len(answer) > ANSWER_LINES:
                 lines.append(f"  … ({len(answer) - ANSWER_LINES} more lines in .answer)")
+        if self.instructions or self.skills:
+            lines.append(briefing_line(self.instructions, self.skills, self.loaded_skills))
         lines.append(f"history: {_count(len(self.history), 'item')} in .history; "
                      f"{_count(len(self.partial_findings), 'finding')} in .partial_findings")
         return lines
@@ -105,6 +117,31 @@ class LoopResult:
         head, *rest = self._summary_lines()
         body = html.escape("\n".join(rest))
         return f"<div><b>{html.escape(head)}</b><pre style='margin: 4px 0 0'>{body}</pre></div>"
+
+
+def loaded_skills(history: list[Item]) -> list[str]:
+    """The names of the skills ``load_skill`` loaded in ``history`` (calls that failed are left out)."""
+    failed = {item["call_id"] for item in history if item.get("type") == "function_call_output"
+              and str(item.get("output", "")).startswith(("error:", "not run", "aborted"))}
+    names = []
+    for item in history:
+        if item.get("type") == "function_call" and item.get("name") == "load_skill" and item["call_id"] not in failed:
+            try:
+                arguments = json.loads(item.get("arguments") or "{}")
+            except ValueError:
+                continue
+            name = arguments.get("name") if isinstance(arguments, dict) and not arguments.get("file") else None
+            if isinstance(name, str) and name not in names:
+                names.append(name)
+    return names
+
+
+def briefing_line(instructions: list[str], skills: list[str], loaded: list[str]) -> str:
+    """``instructions: AGENTS.md, analysis/AGENTS.md · skills: house-plots (loaded), sql``."""
+    parts = [f"instructions: {', '.join(instructions)}"] if instructions else []
+    if skills:
+        parts.append("skills: " + ", ".join(f"{name} (loaded)" if name in loaded else name for name in skills))
+    return " · ".join(parts)
 
 
 def _count(n: int, noun: str) -> str:

@@ -24,12 +24,12 @@ model adapters' errors and the ``%%agent`` prompt use :func:`redact_text` and :f
 from __future__ import annotations
 
 import base64
+import difflib
 import functools
 import html
 import json
 import os
 import re
-import sys
 import threading
 from array import array
 from collections.abc import Callable, Iterable, Mapping
@@ -44,6 +44,9 @@ MARKER = "[redacted]"
 MARKER_START = "[secret $"
 MIN_SECRET_CHARS = 8
 """Shorter values are not treated as secrets (replacing them everywhere would mangle ordinary text)."""
+PIECE_CHARS = 16
+"""A run this long of a secret's value (in any of its forms) is replaced wherever it stands, as the whole value is:
+no tool's cut, window or line leaves one."""
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "PRIVATE", "COOKIE")
 NEVER_SECRET = frozenset({"PWD", "OLDPWD", "JPY_SESSION_NAME", "XAUTHORITY"})
 SECRETS_FRAME = (
@@ -60,6 +63,8 @@ assert array("I").itemsize == GRAM
 # Strings shaped like OpenAI keys (``sk-...``, ``sess-...``), and the ``user:password@`` of URLs: the leading
 # [sh] lets the regular expression engine skip every other character at C speed.
 _SHAPES = re.compile(rb"[sh](?:(?<=\bs)(?:k|ess)-[A-Za-z0-9_\-*.]{6,}|(?<=h)ttps?://(?P<userinfo>[^/@\s]+@))")
+MARKERS = re.compile(r"\[secret \$[^\]\s]*\]|\[redacted\]")
+"""A marker (named or not) in text the model wrote."""
 _URL_USERINFO = re.compile(r"(?P<scheme>https?://)[^/@\s]+@")
 _URL_PASSWORD = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/@:]*:(?P<password>[^\s/@]+)@")
 
@@ -137,9 +142,12 @@ class SecretSet:
         return len(self.secrets)
 
     @functools.cached_property
-    def _index(self) -> dict[int, list[tuple[int, bytes, bytes]]]:
-        """Every form of every secret under each of its first :data:`GRAM` 4-byte grams (as native ints)."""
-        index: dict[int, list[tuple[int, bytes, bytes]]] = {}
+    def _index(self) -> tuple[dict[int, list[tuple[int, int]]], list[tuple[bytes, bytes]]]:
+        """The forms of the secrets with their markers, and every form's 4-byte grams (as native ints) mapped to
+        where they stand in it: every position in a form of :data:`PIECE_CHARS` bytes or more (any piece of it
+        is found), the first :data:`GRAM` positions in a shorter one (only all of it is)."""
+        index: dict[int, list[tuple[int, int]]] = {}
+        forms: list[tuple[bytes, bytes]] = []
         seen: set[bytes] = set()
         for name, value in self.secrets:
             shown = marker(name).encode()
@@ -147,46 +155,74 @@ class SecretSet:
                 if form in seen:  # a value held under two names: the first name wins
                     continue
                 seen.add(form)
-                for k in range(GRAM):
-                    index.setdefault(int.from_bytes(form[k:k + GRAM], sys.byteorder), []).append((k, form, shown))
-        return index
+                number = len(forms)
+                forms.append((form, shown))
+                positions = len(form) - GRAM + 1 if len(form) >= PIECE_CHARS else GRAM
+                for k in range(GRAM):  # the grams at k, k + 4, ...: one array per alignment
+                    grams = array("I", form[k:k + (len(form) - k) // GRAM * GRAM])
+                    for gram, at in zip(grams, range(k, positions, GRAM), strict=False):
+                        index.setdefault(gram, []).append((at, number))
+        return index, forms
 
     def redact(self, text: str, *, shapes: bool = True) -> str:
         """``text`` with every secret replaced by its marker, and (``shapes``) key-shaped strings and URL
-        credentials removed.
+        credentials removed. A piece of a secret's form :data:`PIECE_CHARS` bytes long or longer is replaced as
+        the whole form is, so a value cut anywhere (by a tool's summary, a window, a line) is still caught.
 
-        One look at the text whatever the size of the set: an occurrence of a form (at least 8 bytes long) covers
-        one of the text's 4-byte words at a multiple of 4, at one of 4 offsets into the form; the words are looked
-        up in the index all at once (a set operation), and only a hit is checked byte by byte.
+        One look at the text whatever the size of the set: an occurrence of a form (at least 8 bytes long), or of
+        a piece of 16 bytes, covers one of the text's 4-byte words at a multiple of 4; the words are looked up in
+        the index all at once (a set operation), and only a hit is checked, by growing it both ways.
         """
         if len(text) < MIN_SECRET_CHARS:  # shorter than any form of a secret, or any shape
             return text
         data = text.encode("utf-8", "surrogatepass")
+        replaced = self._replaced(data, shapes)
+        if not replaced:
+            return text
+        parts, end = [], 0
+        for start, stop, shown in replaced:
+            parts += [data[end:start], shown]
+            end = stop
+        parts.append(data[end:])
+        return b"".join(parts).decode("utf-8", "surrogatepass")
+
+    def pieces(self, text: str) -> tuple[str, list[tuple[int, int, str]]]:
+        """:meth:`redact`'s text, and where in it each replacement stands with what it replaced: ``(start, end,
+        original)`` (an empty span where a URL's credentials were dropped)."""
+        data = text.encode("utf-8", "surrogatepass")
+        parts: list[str] = []
+        found, size, end = [], 0, 0
+        for start, stop, shown in self._replaced(data, True):
+            kept, marker_text = data[end:start].decode("utf-8", "surrogatepass"), shown.decode()
+            parts += [kept, marker_text]
+            size += len(kept)
+            found.append((size, size + len(marker_text), data[start:stop].decode("utf-8", "surrogatepass")))
+            size += len(marker_text)
+            end = stop
+        parts.append(data[end:].decode("utf-8", "surrogatepass"))
+        return "".join(parts), found
+
+    def _replaced(self, data: bytes, shapes: bool) -> list[tuple[int, int, bytes]]:
+        """The spans of ``data`` to replace, in order and apart, with what replaces each."""
         spans = []
-        index = self._index
+        index, forms = self._index
         if index:
             words = array("I", data + bytes(-len(data) % GRAM))
-            for word in index.keys() & set(words):  # rarely any: then each place it is found is checked
-                gram, at = word.to_bytes(GRAM, sys.byteorder), -1
-                while (at := data.find(gram, at + 1)) >= 0:
-                    if at % GRAM:  # the words are those at multiples of 4
-                        continue
-                    for k, form, shown in index[word]:
-                        if at >= k and data.startswith(form, at - k):
-                            spans.append((at - k, at - k + len(form), shown))
+            hits = index.keys() & set(words)
+            if hits:  # rarely any: then each place one is found is checked
+                spans = _occurrences(data, words, hits, index, forms)
         if shapes:  # after the secrets: a named secret shaped like a key keeps its name (the sort below is stable)
             spans += [(m.start("userinfo"), m.end(), b"") if m.lastgroup == "userinfo"
                       else (m.start(), m.end(), MARKER_BYTES) for m in _SHAPES.finditer(data)]
-        if not spans:
-            return text
-        parts, end = [], 0
+        replaced: list[tuple[int, int, bytes]] = []
         for start, stop, shown in sorted(spans, key=lambda span: (span[0], -span[1])):
-            if start >= end:  # leftmost first, the longest of those starting together
-                parts += [data[end:start], shown]
-            # Overlapping secrets are replaced together (by the first one's marker): no part of either is left.
-            end = max(end, stop)
-        parts.append(data[end:])
-        return b"".join(parts).decode("utf-8", "surrogatepass")
+            if replaced and start < replaced[-1][1]:
+                # Overlapping secrets are replaced together (by the first one's marker): no part of either is left.
+                if stop > replaced[-1][1]:
+                    replaced[-1] = (replaced[-1][0], stop, replaced[-1][2])
+            else:  # leftmost first, the longest of those starting together
+                replaced.append((start, stop, shown))
+        return replaced
 
     def redact_value(self, value: Any) -> Any:
         """:meth:`redact` applied to every string inside a JSON-like value (dicts, lists)."""
@@ -214,31 +250,34 @@ def _extended(base: SecretSet, extra: tuple[tuple[str, str], ...]) -> SecretSet:
 
 
 class KernelSecrets:
-    """The kernel's one secret set, recomputed (and its pattern recompiled) only when what it is made of changes."""
+    """The kernel's one secret set, kept current: each use looks whether the environment or a named variable changed
+    (a comparison of a few microseconds), and only then is the set recomputed (and its index rebuilt)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._added: dict[str, str] = {}  # add(value, name)
-        self._named: dict[str, Callable[[], object]] = {}  # %agent_secret NAME: read at each refresh
+        self._named: dict[str, Callable[[], object]] = {}  # %agent_secret NAME: read at each use
         self._configured: dict[str, str] = {}  # the run's model and MCP entries' keys
         self._env_names: tuple[str, ...] = ()  # %config AgentMagics.secret_env
         self._set = SecretSet()
         self._fresh = False
         self._environment: tuple[object, tuple[str, ...], dict[str, str]] | None = None  # (snapshot, names, found)
+        self._read: tuple[object, ...] = ()  # what the named variables held at the last refresh
 
     @property
     def current(self) -> SecretSet:
-        """The set as last computed (computed now if it never was)."""
-        return self._set if self._fresh else self.refresh()
+        """The set as it is now: recomputed only if the environment or a named variable changed since it last was
+        (by anyone: a read-only tool, a background thread refreshing a token)."""
+        if self._fresh and self._environment is not None and self._environment[0] == _raw_environment() and (
+                not self._named or _same(self._read, self._read_named())):
+            return self._set
+        return self.refresh()
 
     def refresh(self) -> SecretSet:
         """Recompute the set from the environment and what was named; a new version only if it changed."""
         found: dict[str, str] = {}
-        for name, read in list(self._named.items()):
-            try:
-                value = read()
-            except Exception:  # noqa: BLE001 - a variable deleted since it was named: nothing to hide there
-                continue
+        self._read = read = self._read_named()
+        for name, value in zip(self._named, read, strict=True):
             if isinstance(value, str) and len(value) >= MIN_SECRET_CHARS:
                 found[name] = value
         for source in (self._added, self._environment_secrets(), self._configured):
@@ -251,14 +290,28 @@ class KernelSecrets:
             self._fresh = True
             return self._set
 
+    def _read_named(self) -> tuple[object, ...]:
+        values = []
+        for read in list(self._named.values()):
+            try:
+                values.append(read())
+            except Exception:  # noqa: BLE001 - a variable deleted since it was named: nothing to hide there
+                values.append(None)
+        return tuple(values)
+
     def _environment_secrets(self) -> dict[str, str]:
         """:func:`environment_secrets`, looked at again only when the environment or the names changed (copying and
         comparing the environment costs a few microseconds; reading it, ten times more)."""
-        raw = getattr(os.environ, "_data", None)  # the bytes os.environ decodes on each access
-        snapshot = dict(raw) if isinstance(raw, dict) else dict(os.environ)
+        snapshot = dict(_raw_environment())
         if self._environment is None or self._environment[:2] != (snapshot, self._env_names):
             self._environment = (snapshot, self._env_names, environment_secrets(named=self._env_names))
         return self._environment[2]
+
+    def reference(self, name: str) -> str:
+        """How code refers to the secret called ``name`` (``os.environ["GITHUB_TOKEN"]``), or "" if it cannot."""
+        if name in os.environ:
+            return f"os.environ[{json.dumps(name)}]"
+        return f"the notebook variable {name}" if name in self._named and name.isidentifier() else ""
 
     def add(self, value: str, name: str = "secret") -> str:
         """Treat ``value`` as a secret shown as ``[secret $name]``; returns the marker. A value shorter than
@@ -317,6 +370,144 @@ def redact_text(text: str, also: Iterable[str | None] = ()) -> str:
 def redact(value: Any, also: Iterable[str | None] = ()) -> Any:
     """:func:`redact_text` applied to every string inside a JSON-like value (dicts, lists)."""
     return KERNEL.current.with_values(also, "MODEL_KEY").redact_value(value)
+
+
+class MisplacedMarker(ValueError):
+    """Text the agent wrote holds a marker somewhere the text it read did not hold that secret."""
+
+
+def restore(written: str, read: str = "", where: str = "the notebook") -> str:
+    """What to write for ``written``, text the model wrote knowing ``read`` only redacted (an edited cell's old
+    source; "" for new text): each marker that stands exactly where ``read`` held a secret (the texts aligned line by
+    line, then character by character in changed lines) gets back what ``read`` held there, and the credentials
+    dropped from a URL left as it was come back too. A marker anywhere else raises :class:`MisplacedMarker` saying
+    why and what to use instead (``where`` names what cannot hold it): nothing is written with a marker over a
+    value, and no value is lost."""
+    shown, pieces = KERNEL.current.pieces(read) if read else ("", [])
+    markers = list(MARKERS.finditer(written))
+    if not markers and not pieces:
+        return written
+    blocks = _aligned(shown, written)
+    back = {}
+    for start, end, original in pieces:
+        for i, j, size in blocks:
+            if i <= start and end <= i + size and (start < end or i < start < i + size):
+                back[j + start - i, j + end - i] = original
+                break
+    for found in markers:
+        if found.span() not in back:
+            raise MisplacedMarker(_misplaced(found.group(), where))
+    parts, at = [], 0
+    for (start, end), original in sorted(back.items()):
+        parts += [written[at:start], original]
+        at = end
+    return "".join(parts) + written[at:]
+
+
+def _misplaced(text: str, where: str) -> str:
+    name = text[len(MARKER_START):-1] if text.startswith(MARKER_START) else ""
+    use = KERNEL.reference(name) if name else ""
+    instead = (f"use {use}" if use else "the value has no name code can read (not an environment or notebook "
+               "variable): leave that text as it was, or ask the user")
+    return (f"{text} is a marker, not the secret (only a marker kept exactly where the text read held that secret "
+            f"gets its value back): {where} cannot hold a marker; {instead}")
+
+
+def _aligned(old: str, new: str) -> list[tuple[int, int, int]]:
+    """Blocks ``(i, j, size)`` with ``old[i:i + size] == new[j:j + size]``: the lines the texts share, then the
+    characters shared within lines that changed (aligning lines first keeps the cost of a long cell down)."""
+    old_lines, new_lines = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    old_at, new_at = _starts(old_lines), _starts(new_lines)
+    blocks = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False).get_opcodes():
+        if tag == "equal":
+            blocks.append((old_at[i1], new_at[j1], old_at[i2] - old_at[i1]))
+        elif tag == "replace":
+            a, b = old[old_at[i1]:old_at[i2]], new[new_at[j1]:new_at[j2]]
+            blocks += [(old_at[i1] + i, new_at[j1] + j, size)
+                       for i, j, size in difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks()
+                       if size]
+    return blocks
+
+
+def _starts(lines: list[str]) -> list[int]:
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    return starts
+
+
+def _occurrences(data: bytes, words: array, hits: set[int], index: dict[int, list[tuple[int, int]]],
+                 forms: list[tuple[bytes, bytes]]) -> list[tuple[int, int, bytes]]:
+    """The spans of ``data`` holding a whole form, or a piece of :data:`PIECE_CHARS` bytes of a longer one, with the
+    marker each is replaced by; ``hits`` are the words of ``data`` found in the index."""
+    spans = []
+    found: dict[tuple[int, int], tuple[int, int]] = {}  # (form, where it would start): the span grown there
+    for word in hits:
+        i = -1
+        while True:
+            try:
+                i = words.index(word, i + 1)
+            except ValueError:
+                break
+            at = i * GRAM
+            for position, number in index[word]:
+                known = found.get((number, at - position))
+                if known is not None and known[0] <= at < known[1]:  # a word of a span already grown
+                    continue
+                form, shown = forms[number]
+                start = at - _common_suffix(data, at, form, position)
+                end = at + _common_prefix(data, at, form, position)
+                found[number, at - position] = (start, end)
+                if end - start == len(form) or (end - start >= PIECE_CHARS and len(form) >= PIECE_CHARS):
+                    while start > 0 and 0x80 <= data[start] < 0xC0:  # whole characters (a piece may cut one)
+                        start -= 1
+                    while end < len(data) and 0x80 <= data[end] < 0xC0:
+                        end += 1
+                    spans.append((start, end, shown))
+    return spans
+
+
+def _common_prefix(data: bytes, at: int, form: bytes, position: int) -> int:
+    """How many bytes of ``data`` from ``at`` match ``form`` from ``position``."""
+    size = min(len(data) - at, len(form) - position)
+    if data[at:at + size] == form[position:position + size]:
+        return size
+    low, high = 0, size  # data and form agree on low bytes, not on high
+    while high - low > 1:
+        middle = (low + high) // 2
+        if data[at:at + middle] == form[position:position + middle]:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def _common_suffix(data: bytes, at: int, form: bytes, position: int) -> int:
+    """How many bytes of ``data`` before ``at`` match ``form`` before ``position``."""
+    size = min(at, position)
+    if data[at - size:at] == form[position - size:position]:
+        return size
+    low, high = 0, size
+    while high - low > 1:
+        middle = (low + high) // 2
+        if data[at - middle:at] == form[position - middle:position]:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def _same(before: tuple[object, ...], now: tuple[object, ...]) -> bool:
+    """Whether the named variables hold the very objects they held (``==`` would ask a DataFrame for a truth)."""
+    return len(before) == len(now) and all(a is b for a, b in zip(before, now, strict=True))
+
+
+def _raw_environment() -> Mapping[Any, Any]:
+    """The bytes ``os.environ`` decodes on each access (comparing them is cheap: the values are the same objects
+    until one is set), or ``os.environ`` itself where it keeps none."""
+    raw = getattr(os.environ, "_data", None)
+    return raw if isinstance(raw, dict) else os.environ
 
 
 def _is_binary(mime: str) -> bool:

@@ -5,9 +5,16 @@ from __future__ import annotations
 
 import functools
 import json
+import unicodedata
 from collections.abc import Callable, Iterable
 from json.encoder import c_make_encoder, encode_basestring, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
+
+HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+"""Unicode categories of the characters a reader of an approval cannot see, or that change how the text around them
+is shown: controls (``Cc``; tab and newline excepted), format characters (``Cf``: the bidirectional controls
+U+202A–202E and U+2066–2069 of the "Trojan Source" trick, zero-width spaces and joiners, the byte-order mark, tag
+characters) and the line and paragraph separators (``Zl``, ``Zp``)."""
 
 
 def short(text: str, width: int = 80) -> str:
@@ -36,6 +43,34 @@ def take_lines(lines: Iterable[str], budget: int) -> tuple[list[str], int | None
         kept.append(line)
         used += len(line) + 1
     return kept, None
+
+
+def reveal(text: str) -> tuple[str, int]:
+    """``text`` with every character of :data:`HIDDEN_CATEGORIES` (but tab and newline) written visibly as
+    ``⟨U+202E⟩``, and how many there were (:func:`hidden_warning` says it). Approvals show what will run through
+    this, on the terminal and in the panel, before Approve."""
+    count = 0
+
+    def shown(char: str) -> str:
+        nonlocal count
+        if char in "\t\n" or unicodedata.category(char) not in HIDDEN_CATEGORIES:
+            return char
+        count += 1
+        return f"⟨U+{ord(char):04X}⟩"
+
+    if text.isprintable():  # the common case, known at once (no control, format or separator character)
+        return text, 0
+    visible = "".join([shown(char) for char in text])
+    return (visible if count else text), count
+
+
+def hidden_warning(count: int, what: str = "code") -> str:
+    """``"this code holds 3 invisible characters ..."`` for ``count`` characters :func:`reveal` showed (``""`` for
+    none); ``what`` names the text."""
+    if not count:
+        return ""
+    return (f"this {what} holds {count} invisible character{'s' * (count != 1)}, shown as ⟨U+…⟩: what runs may "
+            "differ from what it seems to say")
 
 
 def valid_text(text: str) -> str:

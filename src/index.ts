@@ -15,8 +15,8 @@
  *     "can_edit": bool}`.
  *   - `read` -> `{"path": <notebook path relative to the server root>, "active_cell_id": str | null,
  *     "cells": [{"id", "cell_type", "source", "execution_count": int | null, "has_error": bool,
- *     "outputs_text": str (at most 2000 characters), "metadata_agentkernel": object | null}, ...]}`: every cell in
- *     order, by nbformat 4.5 id.
+ *     "outputs_text": str (at most 2000 characters), "metadata_agentkernel": object | null, "tags": [str]}, ...]}`:
+ *     every cell in order, by nbformat 4.5 id.
  *   - `insert` `{"after": cell_id, "cell_type": "code" | "markdown", "source": str, "metadata": {...}}` ->
  *     `{"cell_id": <new id>, "index": int}`; `missing` if `after` is no cell. Nothing runs, the user's active cell
  *     stays where it is.
@@ -57,6 +57,11 @@ class Refusal extends Error {
 /** What the cells' shared models also have (YBaseCell), though ISharedCell does not declare it. */
 interface IUndoable {
   undoManager?: { stopCapturing(): void } | null;
+}
+
+/** A cell's `metadata.tags` as nbformat has them: the strings of a list, else none. */
+export function cellTags(tags: unknown): string[] {
+  return Array.isArray(tags) ? tags.filter((tag): tag is string => typeof tag === 'string') : [];
 }
 
 /** A short text of a cell's outputs: stream text, text/plain of results and displays, `ename: evalue` of errors. */
@@ -154,7 +159,8 @@ class NotebookAnswerer {
         execution_count: typeof count === 'number' ? count : null,
         has_error: outputs.some(output => output.output_type === 'error'),
         outputs_text: outputsText(outputs),
-        metadata_agentkernel: (cell.getMetadata('agentkernel') as JSONObject | undefined) ?? null
+        metadata_agentkernel: (cell.getMetadata('agentkernel') as JSONObject | undefined) ?? null,
+        tags: cellTags(cell.getMetadata('tags'))
       };
     });
     return {

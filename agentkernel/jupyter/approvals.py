@@ -1,7 +1,8 @@
 """Who answers a side-effecting call's approval in a ``%%agent`` cell, and what a denial nobody decided says.
 
-The panel asks in a widget front end (JupyterLab, Notebook 7, VS Code). Terminal IPython has no widgets: the
-question is asked on the terminal (:func:`terminal_approver`). Where nobody can answer (``CI``,
+The panel asks in a widget front end (JupyterLab, Notebook 7, VS Code). Terminal IPython and consoles
+(``jupyter console``) have no widgets: the question is asked on the terminal (:func:`terminal_approver`, through
+``input()``). Where nobody can answer (``CI``,
 ``AGENTKERNEL_NONINTERACTIVE``, or a kernel run by nbclient, papermill or nbconvert: :func:`headless_runner`) a
 call is denied at once, and the denial says why and what to pass instead (:func:`nobody_approver`).
 """
@@ -17,7 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..stop import StopSignal
-from ..text import pretty_arguments
+from ..text import hidden_warning, pretty_arguments, reveal
 from ..tools import Decision, Tool, ToolCall
 
 QUESTION = "Approve {name}? [y]es / [a]ll this run / [n]o / note: "
@@ -36,15 +37,31 @@ def headless_runner(shell: Any) -> str | None:
     The signal is the execute request itself: nbclient sends ``allow_stdin: false`` and no cell metadata, while
     JupyterLab, Notebook 7 and VS Code allow ``input()`` and send the cell's id (``cellId``) with every request.
     """
-    kernel = getattr(shell, "kernel", None)
-    get_parent = getattr(kernel, "get_parent", None)
+    request = execute_request(shell)
+    if request is None or request[0].get("allow_stdin", True) or "cellId" in request[1]:
+        return None
+    return "this kernel is run without a front end (nbclient, papermill or nbconvert: no input, no widgets)"
+
+
+def asks_on_terminal(shell: Any) -> bool:
+    """Whether a person answers at a terminal, not in a panel: terminal IPython, or a kernel cell sent by a console
+    (``jupyter console``, qtconsole), which answers ``input()`` (``allow_stdin: true``) but sends no cell id and
+    shows no widgets."""
+    if is_terminal(shell):
+        return True
+    request = execute_request(shell)
+    return request is not None and request[0].get("allow_stdin", True) is True and "cellId" not in request[1]
+
+
+def execute_request(shell: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The content and metadata of the execute request running now in ``shell``'s kernel; None outside a kernel."""
+    get_parent = getattr(getattr(shell, "kernel", None), "get_parent", None)
     if get_parent is None:  # not an ipykernel (terminal IPython, a plain InteractiveShell)
         return None
     request = get_parent() or {}
-    content, metadata = request.get("content") or {}, request.get("metadata") or {}
-    if request.get("msg_type") != "execute_request" or content.get("allow_stdin", True) or "cellId" in metadata:
+    if request.get("msg_type") != "execute_request":
         return None
-    return "this kernel is run without a front end (nbclient, papermill or nbconvert: no input, no widgets)"
+    return request.get("content") or {}, request.get("metadata") or {}
 
 
 def nobody_approver(where: str, untrusted: dict[str, str]) -> Callable[[ToolCall, Tool], Decision]:
@@ -72,7 +89,10 @@ def terminal_approver(stop: StopSignal) -> Callable[[ToolCall, Tool], Decision]:
     stops the run."""
 
     def ask(call: ToolCall, tool: Tool) -> Decision:
-        print(f"\n{call.name} has side effects; its arguments:\n{pretty_arguments(call.arguments)}", flush=True)
+        shown, hidden = reveal(pretty_arguments(call.arguments))
+        print(f"\n{call.name} has side effects; its arguments:\n{shown}", flush=True)
+        if hidden:
+            print(f"WARNING: {hidden_warning(hidden, 'call')}", flush=True)
         try:
             with interruptible():
                 answer = input(QUESTION.format(name=call.name)).strip()

@@ -20,42 +20,35 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 from IPython.display import display
 
-from ..guards import GuardConfig
+from ..instructions import Instruction
 from ..loop import AgentLoop
 from ..models.base import Model, accepts_images
 from ..models.providers import resolve, split_model
-from ..pricing import parse_price
 from ..record.transcript import load_transcript
 from ..result import LoopResult
 from ..secrets import KERNEL, MIN_SECRET_CHARS, SecretSet, marker
+from ..skills import Skills
 from ..stop import StopSignal
-from ..tools import Approver, Tool, ToolCall, Verdict, tool
-from ..tools.files import FILE_TOOL_NAMES, file_tools
-from ..usage import Limits
-from .approvals import headless_runner, is_terminal, no_clicks_reason, nobody_approver, terminal_approver
+from .approvals import asks_on_terminal, headless_runner, no_clicks_reason
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
 from .exits import exit_refused
 from .kernel.notebook import ExecuteRequest
 from .kernel.notebook_tools import NotebookTools
-from .kernel.tools import KERNEL_TOOL_NAMES, KernelTools
-from .mcp_servers import MCP_USAGE, KernelServers, mcp_tools
+from .kernel.tools import KernelTools
+from .mcp_servers import MCP_USAGE, KernelServers, prompt_arguments
 from .options import AgentOptions, merge, option_arguments, option_traits, split_line
 from .panel import PANEL_TEXT, Panel
+from .plan import RunPlan, RunTools
 from .render import RunRecord, render_markdown, render_text
-
-if TYPE_CHECKING:
-    from ..mcp import MCPServer
+from .serve import SERVE_TEXT, KernelServing, port_option
 
 DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"
-TOOL_ALIASES = {"notebook_cells": "read_notebook"}
-"""Built-in names kept for notebooks that use them: the tool they name now."""
-BUILT_IN_TOOLS = {*FILE_TOOL_NAMES, *KERNEL_TOOL_NAMES, *TOOL_ALIASES}
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 NO_MODEL = (
     "No model is configured: set OPENAI_API_KEY (and optionally AGENTKERNEL_MODEL or "
@@ -78,6 +71,20 @@ class CellResult(LoopResult):
             n = len(self.executed_code)
             lines.append(f"code run in the kernel: {n} piece{'s' * (n != 1)} in .executed_code")
         return lines
+
+
+@dataclass
+class CellSetup:
+    """A cell's run before it starts: its plan, model, prompt (expanded) and tool sources."""
+
+    plan: RunPlan
+    model: Model
+    prompt: str
+    tools: RunTools
+    history: list[dict[str, Any]] | None = None
+    clickable: bool = True
+    instructions: list[Instruction] = field(default_factory=list)
+    skills: Skills | None = None
 
 
 @dataclass
@@ -107,6 +114,7 @@ class AgentMagics(Magics):
     def __init__(self, shell: Any = None, **kwargs: Any):
         super().__init__(shell, **kwargs)
         self.mcp_servers = KernelServers()
+        self.serving = KernelServing()
         self.noted: set[tuple[str, str | None]] = set()
 
     # -- the magic -------------------------------------------------------------------------------------------
@@ -124,10 +132,11 @@ class AgentMagics(Magics):
         """
         with self.failed_start():
             options, prompt = self.parse(line, cell)
-            if self.mcp_servers.wanted(options, self.known_tools(options)).names:
+            setup = self.prepare(options, prompt, clickable=False)
+            if setup.tools.mcp.wanted:
                 raise AgentConfigError("MCP servers run on the kernel's event loop, so a cell that uses them must be "
                                        "awaited: turn %autoawait on (the default in a notebook)")
-            run = self.prepare(options, prompt, clickable=False)
+            run = self.launch(setup)
         context = contextvars.copy_context()  # so the worker thread's output lands in this cell
         done = threading.Event()
         failure: list[BaseException] = []
@@ -156,8 +165,10 @@ class AgentMagics(Magics):
         """The awaited form of ``%%agent`` that the input transformer produces."""
         with self.failed_start():
             options, prompt = self.parse(line, cell)
-            servers = await self.mcp_servers.start(self.mcp_servers.wanted(options, self.known_tools(options)))
-            run = self.prepare(options, prompt, servers=servers)
+            setup = self.prepare(options, prompt)
+            await setup.tools.start()
+            await self.brief(setup)
+            run = self.launch(setup)
         ticker = asyncio.ensure_future(run.panel.tick())
         try:
             with self.interrupt_stops(run), exit_refused(self.shell):
@@ -204,6 +215,46 @@ class AgentMagics(Magics):
             return (f"the {where} {name} is shorter than {MIN_SECRET_CHARS} characters: it is not treated as a "
                     "secret (it would be replaced wherever those characters occur)")
         return f"the {where} {name} is kept secret: the model sees {marker(name)}"
+
+    @line_magic
+    def agent_serve(self, line: str) -> None:
+        """``%agent_serve [options]``: serve this kernel's tools over MCP (Streamable HTTP on 127.0.0.1, a bearer
+        token) to an outside agent such as Claude Code, Codex, Gemini CLI or VS Code, until ``%agent_serve stop``.
+
+        The options are ``%%agent``'s (``--tools``, ``--root``, ``--mcp``, ``--allow-writes``, ``--max-tool-calls``,
+        ``--max-seconds``, the guards...) and ``--port N`` (else a free port). Every call goes through the same
+        approvals, redaction and guards as a ``%%agent`` call; the panel shows each call, asks there, and its Stop
+        ends the running call and the session. ``_agent_serve`` holds the session: ``url``, ``headers`` (what a
+        client sends) and ``calls``. It must be alone in its cell (it is awaited there, on the kernel's loop).
+        """
+        raise UsageError(f"%agent_serve {line.strip()} must be alone in its cell, with autoawait on (the default in "
+                         "a notebook): the server runs on the kernel's event loop")
+
+    async def agent_serve_async(self, line: str) -> None:
+        """The awaited form of ``%agent_serve`` that the input transformer produces."""
+        words, rest = split_line(self.expand_text(line) if self.expand else line)
+        port, words = port_option(words)
+        if rest.strip() == "stop" and not words:
+            print(await self.serving.stop())
+            return
+        if rest.strip():
+            raise UsageError(f"%agent_serve takes options (those of %%agent, and --port N), or stop; not {rest!r}")
+        try:
+            options = merge(self.agent.parser.parse_args(words), self)
+        except UsageError as e:
+            raise UsageError(f"%agent_serve: {e} (%%agent? lists the options)") from None
+        plan = RunPlan.of(options)
+        KERNEL.configure(keys=self.configured_keys(options, None), env_names=options.secret_env)
+        self.note_short(options.secret_env)
+        tools = self.run_tools(plan, model_images=True)
+        nobody = self.nobody_answers()
+        served = await self.serving.start(plan, tools, port=port, nobody=nobody)
+        self.user_ns["_agent_serve"] = served
+        bundle = served.panel.view._repr_mimebundle_()
+        bundle["text/plain"] = SERVE_TEXT  # fixed, and without the token: the snippets live in widget state
+        display(bundle, raw=True)
+        if nobody:
+            print(f"agentkernel: side-effecting calls are denied at once ({nobody}); --allow-writes runs them")
 
     @line_magic
     def agent_mcp(self, line: str) -> None:
@@ -268,6 +319,9 @@ class AgentMagics(Magics):
                 else:  # the one-line %agent's prompt is expanded with any prompt, when the run is prepared
                     words, _ = split_line(self.expand_text(line.rstrip()[:-len(rest)]))
             args = self.agent.parser.parse_args(words)
+            if args.mcp_prompt and rest:  # the prompt's NAME=VALUE arguments follow it on the line
+                arguments, rest = prompt_arguments(rest)
+                args.mcp_prompt = " ".join([args.mcp_prompt, *arguments])
             if cell is not None and rest:
                 raise UsageError(f"%%agent takes its prompt from the cell body; {rest!r} is not an option")
         except UsageError as e:
@@ -275,69 +329,85 @@ class AgentMagics(Magics):
             raise UsageError(f"{e}\nusage: {usage}\n(%%agent? lists the options)") from None
         return merge(args, self), (cell if cell is not None else rest).strip()
 
-    def prepare(self, options: AgentOptions, prompt: str, *, clickable: bool = True,
-                servers: dict[str, MCPServer] | None = None) -> CellRun:
-        """Resolve model and tools (``servers``: the started MCP servers the cell names), and show the panel;
+    def prepare(self, options: AgentOptions, prompt: str, *, clickable: bool = True) -> CellSetup:
+        """The cell's plan, model and tool sources (its ``--tools`` resolved, its MCP servers not yet started);
         raise AgentConfigError when unusable.
 
         ``clickable`` is False for the worker-thread fallback: a blocking cell gets no clicks until it ends, so
         Approve / Deny could never be answered there.
         """
-        if not prompt and options.resume is None:
+        if not prompt and options.resume is None and not options.mcp_prompt:
             raise UsageError("the prompt is empty: write it in the cell body below %%agent (or after %agent)")
-        if options.out is not None and not options.out.isidentifier():
-            raise AgentConfigError(f"--out needs a variable name, not {options.out!r}")
-        limits = Limits(
-            max_iterations=options.max_iterations or None,
-            max_tokens=options.max_tokens or None,
-            max_seconds=options.max_seconds or None,
-            max_tool_calls=options.max_tool_calls or None,
-            max_cost=options.max_cost or None,
-        )
-        if options.text_repeats == 1:
-            raise AgentConfigError("--text-repeats needs 0 (off) or at least 2: a chunk seen once is no repeat")
-        guards = GuardConfig(
-            repeat_limit=options.repeat_limit,
-            stuck_window=options.stuck_window,
-            max_stale_turns=options.stale_turns,
-            max_consecutive_failures=options.failure_rounds,
-            text_repeats=options.text_repeats,
-        )
+        plan = RunPlan.of(options)
         model = self.resolve_model(options)
         secrets = KERNEL.configure(keys=self.configured_keys(options, model), env_names=options.secret_env)
         self.note_short(options.secret_env)
         if options.expand:
             prompt = self.expand_prompt(prompt, secrets)
         model_images = accepts_images(model) if options.images is None else options.images
-        kernel = KernelTools(self.shell, images=model_images)
-        notebook = NotebookTools(self.shell, ExecuteRequest.of(self.shell), kernel.input_history, live=clickable)
-        served = mcp_tools(servers or {}, set(), model_images)
-        tools = self.resolve_tools(options, [*kernel.tools, *notebook.tools], served)
-        untrusted = {t.name: name for name, server_tools in served.items()
-                     if not (servers or {})[name].entry.trust_annotations for t in server_tools}
+        tools = self.run_tools(plan, model_images, clickable)
         history = self.previous_history(options.resume) if options.resume is not None else None
+        folder = os.getcwd()  # the notebook's folder, as the front ends start its kernel there
+        skills = plan.skills(folder)
+        for problem in skills.problems:
+            self.note(problem)
+        return CellSetup(plan, model, prompt, tools, history, clickable,
+                         plan.instructions(folder, tools.notebook.saved_instructions()), skills)
+
+    async def brief(self, setup: CellSetup) -> None:
+        """What needs the kernel's event loop before the run: the notebook's tagged cells as the front end has them,
+        and an MCP server's prompt (``--prompt``) as the cell's prompt, the cell body after it."""
+        options = setup.plan.options
+        if options.instructions and setup.tools.notebook.live:
+            setup.instructions = setup.plan.instructions(os.getcwd(), await setup.tools.notebook.live_instructions())
+        if options.mcp_prompt:
+            text = KERNEL.current.redact(await setup.tools.mcp.prompt_text())
+            setup.prompt = f"{text}\n\n{setup.prompt}" if setup.prompt else text
+
+    def run_tools(self, plan: RunPlan, model_images: bool, live: bool = True) -> RunTools:
+        """This cell's kernel and notebook tools, and the plan's ``--tools`` resolved against every source."""
+        kernel = KernelTools(self.shell, images=model_images)
+        notebook = NotebookTools(self.shell, ExecuteRequest.of(self.shell), kernel.input_history, live=live)
+        return plan.tools(self.user_ns, kernel, notebook, self.mcp_servers, model_images=model_images)
+
+    def launch(self, setup: CellSetup) -> CellRun:
+        """The run's loop, with the cell's panel shown."""
+        plan, options = setup.plan, setup.plan.options
         stop = StopSignal()
-        panel = Panel(limits, stop, throttle=options.stream_throttle)
+        panel = Panel(plan.limits, stop, throttle=options.stream_throttle)
         record = RunRecord()
+        notebook = setup.tools.notebook
+        nobody = self.nobody_answers(setup.clickable)
+        approve = plan.approver(panel, nobody=nobody, terminal=nobody is None and asks_on_terminal(self.shell),
+                                notebook=notebook, untrusted=setup.tools.mcp.untrusted())
         loop = AgentLoop(
-            model,
-            tools=tools,
+            setup.model,
+            tools=setup.tools.tools(),
             system=options.system or None,
-            history=history,
-            limits=limits,
-            guards=guards,
+            history=setup.history,
+            limits=plan.limits,
+            guards=plan.guards,
             stop=stop,
             on_event=[panel, record],
-            approve=self.approver(panel, options, clickable, notebook, untrusted),
+            approve=approve,
             transcript=options.transcripts,
             context_window=options.context_window or None,
-            price=parse_price(options.price) if options.price else None,
+            price=plan.price,
+            instructions=setup.instructions,
+            skills=setup.skills,
         )
         bundle = panel.widget._repr_mimebundle_()
         bundle["text/plain"] = PANEL_TEXT  # a fixed text, so saved notebooks compare equal under nbval
         display(bundle, raw=True)
-        return CellRun(loop=loop, panel=panel, record=record, prompt=prompt, out=options.out, kernel=kernel,
-                       notebook=notebook, cells=options.cells)
+        return CellRun(loop=loop, panel=panel, record=record, prompt=setup.prompt, out=options.out,
+                       kernel=setup.tools.kernel, notebook=notebook, cells=options.cells)
+
+    def nobody_answers(self, clickable: bool = True) -> str | None:
+        """Why nobody can answer an approval in this cell (denied at once, saying so), or None."""
+        where = no_clicks_reason() or headless_runner(self.shell)
+        if where is None and not clickable:
+            where = "autoawait is off, so the cell blocks and its panel cannot be clicked (%autoawait on lets it ask)"
+        return where
 
     def expand_text(self, text: str) -> str:
         """``{expression}`` and ``$name`` replaced by IPython's rules for magic lines; a text with a field that does
@@ -358,12 +428,12 @@ class AgentMagics(Magics):
                   f"{', '.join(marker(n) for n in shown)} instead, and its code can use the value by name")
         return redacted
 
-    def configured_keys(self, options: AgentOptions, model: Model) -> dict[str, str]:
+    def configured_keys(self, options: AgentOptions, model: Model | None) -> dict[str, str]:
         """The keys of the run's model and of the configured MCP entries, by name (for the kernel's secret set)."""
         from ..models.cassette import model_secrets
 
         keys = {f"MODEL_KEY{'_' * bool(i)}{i or ''}": key
-                for i, key in enumerate(model_secrets(getattr(model, "inner", model)))}
+                for i, key in enumerate(model_secrets(getattr(model, "inner", model)) if model else [])}
         # Only when there is a configuration (.mcp.json is mcp.config's CONFIG_FILE): reading one loads pydantic.
         if options.mcp_config or os.path.isfile(".mcp.json"):
             from ..mcp.config import load_config
@@ -373,6 +443,12 @@ class AgentMagics(Magics):
             except AgentConfigError:  # a broken configuration: --mcp reports it when it is used
                 pass
         return keys
+
+    def note(self, text: str) -> None:
+        """Print ``agentkernel: text`` once per kernel (a malformed skill is reported once, not at every run)."""
+        if ("", text) not in self.noted:
+            self.noted.add(("", text))
+            print(f"agentkernel: {text}")
 
     def note_short(self, names: list[str]) -> None:
         """Say (once per name and value) that a ``secret_env`` name is unset or too short to be kept secret."""
@@ -435,41 +511,6 @@ class AgentMagics(Magics):
             return None
         return options.base_url or None
 
-    def known_tools(self, options: AgentOptions) -> set[str]:
-        """The ``--tools`` names that are built-ins or in the notebook (the others may name MCP servers' tools)."""
-        return {name for name in options.tools if name in self.user_ns or name in BUILT_IN_TOOLS}
-
-    def resolve_tools(self, options: AgentOptions, kernel_tools: list[Tool],
-                      servers: dict[str, list[Tool]] | None = None) -> list[Tool]:
-        """The run's tools: ``--tools`` (built-ins, the notebook's, MCP servers and their tools by name) and every
-        tool of the ``--mcp`` servers; ``kernel_tools`` are this run's kernel and notebook tools, ``servers`` the
-        started MCP servers' tools by server name."""
-        files = file_tools(options.root or None, allow_secret_files=options.allow_secret_files)
-        available = {t.name: t for t in [*files, *kernel_tools]}
-        servers = servers or {}
-        served = {t.name: t for server_tools in servers.values() for t in server_tools}
-        tools: list[Tool] = []
-        for name in options.tools:
-            if name in self.user_ns:
-                found = self.user_ns[name]
-                if not callable(found):
-                    raise AgentConfigError(f"tool {name!r} is a {type(found).__name__}, not a function or @tool")
-                tools.append(found if isinstance(found, Tool) else tool(found))
-            elif TOOL_ALIASES.get(name, name) in available:
-                found = available[TOOL_ALIASES.get(name, name)]
-                tools += [found] if found not in tools else []
-            elif name in servers:
-                tools += [t for t in servers[name] if t not in tools]
-            elif name in served:
-                tools += [served[name]] if served[name] not in tools else []
-            else:
-                mcp = f"; MCP servers' tools: {', '.join(served)}" if served else ", an MCP server or server__tool"
-                raise AgentConfigError(f"unknown tool {name!r}: use a built-in ({', '.join(available)}), the name "
-                                       f"of a function or @tool in this notebook{mcp}")
-        for name in options.mcp:
-            tools += [t for t in servers[name] if t not in tools]
-        return tools
-
     def previous_history(self, transcript: str = "") -> list[dict[str, Any]]:
         """The history ``--continue`` goes on from: that of ``_agent``, or of a transcript file, repaired."""
         if transcript:
@@ -491,30 +532,6 @@ class AgentMagics(Magics):
             raise AgentConfigError(f"--continue: {path!r} holds no history (is it a transcript? its lines are "
                                    '{"event": "item", "item": {...}})')
         return history
-
-    def approver(self, panel: Panel, options: AgentOptions, clickable: bool = True,
-                 notebook: NotebookTools | None = None, untrusted: dict[str, str] | None = None) -> Approver:
-        """Who approves a side-effecting call: nobody needed (``--allow-writes``), the panel, the terminal, or
-        nobody at all (denied at once, saying why); ``untrusted``: the tools of MCP servers whose annotations are
-        not trusted, by their server's name. A notebook edit that will be refused anyway is not asked about."""
-        if options.allow_writes:
-            return lambda call, tool: True
-        where = no_clicks_reason() or headless_runner(self.shell)
-        terminal = where is None and clickable and is_terminal(self.shell)
-        if where is None and not clickable:
-            where = "autoawait is off, so the cell blocks and its panel cannot be clicked (%autoawait on lets it ask)"
-        elsewhere = nobody_approver(where, untrusted or {}) if where else terminal_approver(panel.stop_signal) \
-            if terminal else None
-        timeout = options.approval_timeout or None
-
-        async def ask(call: ToolCall, tool: Tool) -> Verdict:
-            if notebook is not None and not await notebook.asks(call):
-                return True  # an edit that will be refused writes nothing: the tool says why, no one is asked
-            if elsewhere is not None:  # the terminal's question, or the denial of a run nobody watches
-                return elsewhere(call, tool)
-            return await panel.approve(call, tool, timeout, change=notebook.preview(call) if notebook else None)
-
-        return ask
 
     # -- ending a run ----------------------------------------------------------------------------------------
 

@@ -112,6 +112,15 @@ class AgentOptions:
                                  help="send run_python's figures and images to the model as images (--no-images: "
                                       "placeholders only)",
                                  shown="on for the OpenAI API and model objects, off for other base URLs")
+    instructions: bool = option(True, "--no-instructions", group="model",
+                                help="leave out the project's instructions (AGENTS.md, else CLAUDE.md or GEMINI.md, in "
+                                     "each folder from --root down to the notebook's, then the notebook's markdown "
+                                     "cells tagged agent-instructions; the nearest last)",
+                                shown="read")
+    mcp_prompt: str | None = option(None, "--prompt", group="model", trait=False, metavar="SERVER/PROMPT",
+                                    help="use an MCP server's prompt as the cell's prompt (its arguments follow as "
+                                         "NAME=VALUE words; a cell body is added after it); %agent_mcp prompts lists "
+                                         "them")
     # -- budgets (0: off)
     max_iterations: int = option(0, "--max-iterations", group="budgets", metavar="N", help="cap on model requests")
     max_tokens: int = option(0, "--max-tokens", group="budgets", metavar="N",
@@ -167,6 +176,9 @@ class AgentOptions:
     secret_env: list[str] = option([], group="tools",
                                    help="environment variables whose values are kept from the model as secrets, "
                                         "beside those whose names say so (GITHUB_TOKEN, PGPASSWORD, ...)")
+    skill_paths: list[str] = option([], group="tools",
+                                    help="more folders of Agent Skills (each holds skill folders with a SKILL.md, or "
+                                         "is one), after .agents/skills under --root and ~/.agentkernel/skills")
     approval_timeout: float = option(300.0, group="tools",
                                      help="seconds to wait for Approve / Deny before denying (0: wait for ever)")
     cells: bool = option(False, "--cells", group="tools",

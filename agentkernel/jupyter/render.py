@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from ..events import ContextCompacted, Event, MessageDone, ToolCallFinished, ToolCallStarted
 from ..record.context import Compaction
 from ..result import LoopResult
-from ..text import cut, load_arguments, pretty_arguments, short_arguments
+from ..secrets import redact_text
+from ..text import cut, hidden_warning, load_arguments, pretty_arguments, reveal, short_arguments
 from ..tools import Display, ToolCall, ToolResult
 from .kernel.code_runner import IMAGE_TYPES
 
@@ -117,7 +118,8 @@ def headline(result: LoopResult) -> str:
 
 def call_title(call: ToolCall, result: ToolResult | None = None, count: int = 1) -> str:
     """``list_dir(path=".") · not_run``, with `` × 19`` for a section standing for identical calls."""
-    return (f"{call.name}({short_arguments(call.arguments)}) · {result.status if result else 'running'}"
+    shown = reveal(short_arguments(redact_text(call.arguments)))[0]
+    return (f"{call.name}({shown}) · {result.status if result else 'running'}"
             + (f" × {count}" if count > 1 else ""))
 
 
@@ -128,7 +130,8 @@ def same_call(a: ToolResult, b: ToolResult) -> bool:
 
 def arguments_html(arguments: str, name: str = "") -> str:
     """A call's arguments for the panel: a ``code`` argument as highlighted Python (run_python's) under its line
-    count, the ``source`` of add_cell / edit_cell highlighted as its cell type, else indented JSON."""
+    count, the ``source`` of add_cell / edit_cell highlighted as its cell type, else indented JSON. Invisible and
+    bidirectional control characters are shown as ``⟨U+202E⟩`` and counted in a warning above (:func:`reveal`)."""
     try:
         value = load_arguments(arguments)
     except (ValueError, RecursionError, TypeError):  # not JSON, or nested too deeply to read: shown as given
@@ -137,20 +140,30 @@ def arguments_html(arguments: str, name: str = "") -> str:
     if isinstance(value, dict) and isinstance(value.get(key), str):
         language = "markdown" if value.get("cell_type") == "markdown" else "python"
         what = "code" if key == "code" else f"{'markdown' if language == 'markdown' else 'code'} cell"
-        lines = len(value[key].rstrip("\n").splitlines())
-        shown = (f"<div><i>{what} · {lines} line{'s' * (lines != 1)}</i></div>"
-                 + highlighted(value[key], language))
         rest = {k: v for k, v in value.items() if k != key}
-        if not rest:
-            return shown
-        return shown + f"<pre style='margin: 0'>{html.escape(pretty_arguments(json.dumps(rest)))}</pre>"
-    return f"<pre style='margin: 0 0 6px'>{html.escape(pretty_arguments(arguments))}</pre>"
+        code, hidden = reveal(value[key])
+        others, hidden_elsewhere = reveal(pretty_arguments(json.dumps(rest)) if rest else "")
+        lines = len(value[key].rstrip("\n").splitlines())
+        return (warning_html(hidden_warning(hidden + hidden_elsewhere, "code" if key == "code" else "cell"))
+                + f"<div><i>{what} · {lines} line{'s' * (lines != 1)}</i></div>" + highlighted(code, language)
+                + (f"<pre style='margin: 0'>{html.escape(others)}</pre>" if rest else ""))
+    shown, hidden = reveal(pretty_arguments(arguments))
+    return warning_html(hidden_warning(hidden, "call")) + f"<pre style='margin: 0 0 6px'>{html.escape(shown)}</pre>"
 
 
 def change_html(old: str, new: str) -> str:
-    """An edit of a cell's source for its approval: a unified diff (old -> new), highlighted."""
-    lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), "before", "after", lineterm="", n=3))
-    return "<div><i>the change · before → after</i></div>" + highlighted("\n".join(lines) or "(no change)", "diff")
+    """An edit of a cell's source for its approval: a unified diff (old -> new), highlighted, invisible characters
+    shown and the new source's counted (:func:`reveal`)."""
+    new, hidden = reveal(new)
+    lines = list(difflib.unified_diff(reveal(old)[0].splitlines(), new.splitlines(), "before", "after", lineterm="",
+                                      n=3))
+    return (warning_html(hidden_warning(hidden, "cell")) + "<div><i>the change · before → after</i></div>"
+            + highlighted("\n".join(lines) or "(no change)", "diff"))
+
+
+def warning_html(warning: str) -> str:
+    """A warning above a call's arguments (``""`` for none)."""
+    return f'<div style="color: #c62828"><b>⚠ {html.escape(warning)}</b></div>' if warning else ""
 
 
 def highlighted(text: str, language: str) -> str:

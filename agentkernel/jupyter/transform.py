@@ -7,7 +7,8 @@ while the cell runs. So before IPython's own transforms see the cell, this one r
     Summarize README.md
 
 into ``await get_ipython().magics_manager.registry['AgentMagics'].run_async('--max-iterations 5', '...')``.
-A one-line ``%agent prompt`` cell is rewritten the same way, and so is a cell holding only ``%agent_mcp ...``.
+A one-line ``%agent prompt`` cell is rewritten the same way, and so is a cell holding only
+``%agent_mcp ...`` or ``%agent_serve ...``.
 With autoawait off nothing is rewritten and the magic runs in its worker-thread fallback.
 """
 
@@ -21,6 +22,7 @@ _CELL = re.compile(r"^%%agent(?:\s+(?P<line>.*))?$")
 _LINE = re.compile(r"^%agent\s+(?P<line>.*\S)$")
 _HELP = re.compile(r"^%%?agent\s*\?{1,2}$")
 _MCP = re.compile(r"^%agent_mcp(?:\s+(?P<line>.*\S))?$")
+_SERVE = re.compile(r"^%agent_serve(?:\s+(?P<line>.*\S))?$")
 
 
 def rewrite_agent_cell(lines: list[str]) -> list[str]:
@@ -39,6 +41,10 @@ def rewrite_agent_cell(lines: list[str]) -> list[str]:
     if mcp and not body.strip():  # %agent_mcp alone: awaited, so that it can start and stop servers
         line = mcp.group("line") or ""
         return [f"await get_ipython().magics_manager.registry['AgentMagics'].agent_mcp_async({line!r})\n"]
+    serve = _SERVE.match(head.strip())
+    if serve and not body.strip():  # %agent_serve alone: awaited, so that its server starts on the kernel's loop
+        line = serve.group("line") or ""
+        return [f"await get_ipython().magics_manager.registry['AgentMagics'].agent_serve_async({line!r})\n"]
     cell = _CELL.match(head.rstrip())
     if cell:
         line, text = cell.group("line") or "", body

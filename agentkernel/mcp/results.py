@@ -3,6 +3,8 @@ resources as short notes (an image's data goes to the notebook, never into the t
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,3 +87,47 @@ def _is_json_of(text: str, value: Any) -> bool:
         return bool(json.loads(text) == value)
     except ValueError:
         return False
+
+
+def resource_outcome(result: Any, server: str) -> Outcome:
+    """A ``resources/read`` result as what the model reads: each part's text whole (a text blob decoded), an image
+    as an :class:`McpImage` and its note, any other blob by its type and size."""
+    parts: list[str] = []
+    images: list[McpImage] = []
+    for contents in result.contents:
+        mime = getattr(contents, "mime_type", None) or ""
+        text = getattr(contents, "text", None)
+        blob = getattr(contents, "blob", None)
+        if text is None and blob is not None and mime.startswith("text/"):
+            with contextlib.suppress(ValueError, UnicodeError):
+                text = base64.b64decode(blob, validate=True).decode()
+        if text is not None:
+            parts.append(f"[{contents.uri}, {mime or 'text'}]\n{text}" if len(result.contents) > 1 else text)
+        elif blob is not None and mime.startswith("image/"):
+            image = McpImage(mime, blob, image_note(mime, blob, server))
+            images.append(image)
+            parts.append(image.note)
+        else:
+            parts.append(f"[{contents.uri}, {mime or 'unknown type'}, about {len(blob or '') * 3 // 4:,} bytes, "
+                         "not shown]")
+    return Outcome("\n\n".join(parts) if parts else "(the resource is empty)", False, images)
+
+
+def prompt_text(result: Any) -> str:
+    """A ``prompts/get`` result's messages as one prompt: their text, an embedded resource's text whole, anything
+    else by a note; when the messages are not all the user's, each says whose it is."""
+    parts = []
+    for message in result.messages:
+        content = message.content
+        kind = getattr(content, "type", None)
+        if kind == "text":
+            text = content.text
+        elif kind == "resource":
+            resource = content.resource
+            text = getattr(resource, "text", None) or resource_summary(resource)
+        else:
+            text = f"[{getattr(content, 'mime_type', None) or kind} content of the prompt, not shown]"
+        parts.append((message.role, text))
+    if all(role == "user" for role, _ in parts):
+        return "\n\n".join(text for _, text in parts)
+    return "\n\n".join(f"({role}) {text}" for role, text in parts)

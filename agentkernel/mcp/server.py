@@ -28,6 +28,7 @@ from pydantic import create_model
 from .._version import __version__
 from ..errors import AgentConfigError
 from ..record.images import images_for_model
+from ..tether import tethered
 from ..tools import Display, Tool, ToolError, ToolOutput
 from ..tools.schemas import Arguments
 from .config import MCPConfig, ServerEntry, load_config, parse_config
@@ -184,9 +185,9 @@ class MCPServer:
             from mcp.client.stdio import StdioServerParameters, stdio_client
 
             # The SDK's minimal environment (PATH, HOME, ...) plus the entry's: never the kernel's keys.
-            command = find_command(entry.command, entry.env.get("PATH"))
-            parameters = StdioServerParameters(command=command, args=list(entry.args), env=dict(entry.env),
-                                               cwd=entry.cwd)
+            # Through its tether, so that it (and what it starts) ends with the kernel, even a killed one.
+            command, *args = tethered([find_command(entry.command, entry.env.get("PATH")), *entry.args])
+            parameters = StdioServerParameters(command=command, args=args, env=dict(entry.env), cwd=entry.cwd)
             return stdio_client(parameters, errlog=log)
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
@@ -234,6 +235,53 @@ class MCPServer:
             raise MCPToolError(self._gone()) from None
         return outcome(result, self.name)
 
+    async def _request(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``client.<method>(...)``, starting the server if needed; MCPToolError saying what failed."""
+        from mcp import MCPError
+        from pydantic import ValidationError
+
+        await self.start()
+        try:
+            return await getattr(self._client, method)(*args, **kwargs)
+        except MCPError as e:
+            raise MCPToolError(f"MCP server {self.name!r} could not {what}: {e}") from None
+        except ValidationError as e:
+            raise MCPToolError(f"MCP server {self.name!r} sent an answer that is not MCP: {e}") from None
+        except OSError as e:  # an HTTP server that went away
+            self.ended = _describe(e)
+            raise MCPToolError(self._gone()) from None
+
+    async def prompts(self) -> list[Any]:
+        """The prompts the server offers (the SDK's ``Prompt`` objects; none if it offers no prompts)."""
+        return await self._listed("prompts", "list its prompts", "list_prompts")
+
+    async def resources(self) -> list[Any]:
+        """The resources the server lists (the SDK's ``Resource`` objects; none if it offers no resources)."""
+        return await self._listed("resources", "list its resources", "list_resources")
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> Any:
+        """The server's prompt ``name`` filled in with ``arguments`` (a ``GetPromptResult``)."""
+        return await self._request(f"give its prompt {name!r}", "get_prompt", name, arguments)
+
+    async def read_resource(self, uri: str) -> Any:
+        """The contents of resource ``uri`` (a ``ReadResourceResult``)."""
+        return await self._request(f"read {uri!r}", "read_resource", uri)
+
+    async def _listed(self, capability: str, what: str, method: str) -> list[Any]:
+        await self.start()
+        capabilities = getattr(self._client, "server_capabilities", None)
+        if capabilities is not None and getattr(capabilities, capability, None) is None:
+            return []  # the server's handshake did not offer them
+        found: list[Any] = []
+        cursor = None
+        for _ in range(100):  # a paginator that never ends cannot hang the run
+            page = await self._request(what, method, cursor=cursor)
+            found += getattr(page, capability)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        return found
+
     def _gone(self) -> str:
         return (f"MCP server {self.name!r} is gone ({self.ended}); it is started again on the next call"
                 f"{self.stderr_tail()}")
@@ -275,18 +323,7 @@ class MCPServer:
         schema.setdefault("properties", {})
 
         async def call(**arguments: Any) -> str | ToolOutput:
-            result = await self.call(listed.name, arguments)
-            displays = [Display({image.mime: image.data, "text/plain": image.note}) for image in result.images]
-            if result.is_error:
-                raise MCPToolError(result.text, displays)
-            if not (model_images and result.images):
-                return ToolOutput(result.text, displays=displays) if displays else result.text
-            # A large image is downscaled, which takes a while: not on the event loop.
-            sent, notes = await asyncio.to_thread(images_for_model, [(i.mime, i.data) for i in result.images])
-            text = result.text
-            for image, note in zip(result.images, notes, strict=True):
-                text = text.replace(image.note, f"{image.note[:-1]}, {note}]", 1)
-            return ToolOutput(text, sent, displays)
+            return await tool_output(await self.call(listed.name, arguments), model_images)
 
         call.__name__ = call.__qualname__ = name
         description = listed.description or listed.title or f"the tool {listed.name} of MCP server {self.name}"
@@ -296,6 +333,22 @@ class MCPServer:
     def __repr__(self) -> str:
         state = "running" if self.running else "not running"
         return f"<MCPServer {self.name} ({self.entry.transport}: {self.entry.describe()}) {state}>"
+
+
+async def tool_output(result: Outcome, model_images: bool) -> str | ToolOutput:
+    """What a tool returns for ``result``: its text, its images as displays (and, with ``model_images``, sent to the
+    model within the per-call budget, their notes saying so); MCPToolError for a result marked an error."""
+    displays = [Display({image.mime: image.data, "text/plain": image.note}) for image in result.images]
+    if result.is_error:
+        raise MCPToolError(result.text, displays)
+    if not (model_images and result.images):
+        return ToolOutput(result.text, displays=displays) if displays else result.text
+    # A large image is downscaled, which takes a while: not on the event loop.
+    sent, notes = await asyncio.to_thread(images_for_model, [(i.mime, i.data) for i in result.images])
+    text = result.text
+    for image, note in zip(result.images, notes, strict=True):
+        text = text.replace(image.note, f"{image.note[:-1]}, {note}]", 1)
+    return ToolOutput(text, sent, displays)
 
 
 @contextlib.asynccontextmanager

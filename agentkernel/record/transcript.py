@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..events import ContextCompacted, Event, ItemCommitted, RunFinished, RunStarted, UsageUpdated
+from ..secrets import redact
 from ..text import json_line
 from .history import Item, repair_history
 from .images import image_reference
@@ -30,8 +31,9 @@ class Transcript:
     output's images are written as references (type, size, bytes, sha256; see
     :func:`~agentkernel.record.images.image_reference`), not their data. Text that UTF-8 cannot encode (lone surrogates)
     is written as JSON escapes. No value of the kernel's secret set is written: each is its marker
-    (see :mod:`agentkernel.secrets`), as the loop's :class:`~agentkernel.events.Listeners` redact every event before
-    any listener hears it. A write that fails (a full disk, a removed directory) warns once and ends the
+    (see :mod:`agentkernel.secrets`): the loop's :class:`~agentkernel.events.Listeners` redact every event before
+    any listener hears it, and :meth:`write` redacts what it is given again, for writers other than the loop (a
+    served session). A write that fails (a full disk, a removed directory) warns once and ends the
     transcript, never the run; ``error`` says why.
     """
 
@@ -47,7 +49,7 @@ class Transcript:
         if self._file is None:
             return
         try:
-            self._file.write(json_line(record) + "\n")
+            self._file.write(json_line(redact(record)) + "\n")
             self._file.flush()
         except (OSError, ValueError) as e:  # ValueError: a value JSON cannot hold
             self.error = f"cannot write the transcript {self.path}: {e}"
@@ -62,7 +64,7 @@ class Transcript:
         elif isinstance(event, UsageUpdated) and event.response is not None:
             self.write({"event": "usage", **{k: v for k, v in vars(event.response).items() if v}})
         elif isinstance(event, RunStarted):
-            self.write({"event": "start", "run_id": event.run_id, "system": event.system})
+            self.write({"event": "start", "run_id": event.run_id, "system": event.system, **event.briefing})
             for item in event.history:
                 self.item(item)
         elif isinstance(event, ContextCompacted):

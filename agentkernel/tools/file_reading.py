@@ -1,10 +1,11 @@
 """Reading text files and matching a regular expression against their lines: the child process of a search.
 
-:mod:`agentkernel.tools.file_search` runs this file as a script (``python -I -S file_reading.py``): it reads one
-JSON job from stdin and writes one JSON record per line to stdout (``{"file": i}`` when it starts file ``i``,
-``{"match": [i, line_number, text]}``, ``{"skip": i, "why": "..."}``), flushing each, so nothing found before
-the process is killed is lost. It imports only a few standard modules, so that it starts fast (about 10 ms of
-CPU), and nothing from agentkernel; the file tools use its readers too.
+:mod:`agentkernel.tools.file_search` runs this file as a script (``python -I -S file_reading.py KERNEL_PID
+CPU_SECONDS``): it ends when its kernel does, even a kernel killed with SIGKILL, and after ``CPU_SECONDS`` of CPU
+whatever happens (:func:`bound`). It reads one JSON job from stdin and writes one JSON record per line to stdout
+(``{"file": i}`` when it starts file ``i``, ``{"match": [i, line_number, text]}``, ``{"skip": i, "why": "..."}``),
+flushing each, so nothing found before the process is killed is lost. It imports only a few standard modules, so
+that it starts fast (about 10 ms of CPU), and nothing from agentkernel; the file tools use its readers too.
 """
 
 from __future__ import annotations
@@ -73,7 +74,23 @@ def scan(job: dict) -> Iterator[dict]:  # bare dicts: importing typing would slo
                     return
 
 
+def bound(parent: int, cpu_seconds: int) -> None:
+    """End with process ``parent`` (as :func:`agentkernel.tether.die_with`: on Linux, SIGKILL when it dies, which
+    this script, importing nothing of agentkernel, asks itself), and after ``cpu_seconds`` of CPU time (SIGXCPU)."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
+    if sys.platform == "linux":
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+        if os.getppid() != parent:  # it died before the prctl
+            sys.exit(1)
+
+
 def main() -> None:
+    if len(sys.argv) == 3:
+        bound(int(sys.argv[1]), int(sys.argv[2]))
     job = json.load(sys.stdin)
     for record in scan(job):
         print(json.dumps(record), flush=True)  # ASCII escapes: the pipe's encoding cannot matter

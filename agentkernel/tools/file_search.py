@@ -13,6 +13,9 @@ prints what that costs.
 from __future__ import annotations
 
 import json
+import math
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -20,10 +23,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ..secrets import redact_text
 from . import file_reading
 
 POLL_SECONDS = 0.1
 """How often a waiting search looks at its deadline and at its cancel flag."""
+CPU_MARGIN = 2
+"""Seconds of CPU the search child may use past its time limit before it is killed by its own limit."""
 
 
 @dataclass
@@ -43,17 +49,21 @@ def search_files(
 ) -> SearchOutcome:
     """Search ``files`` for ``pattern`` (already known to compile) in a child process, for at most ``seconds``.
 
-    Up to ``max_matches`` matches, each line cut to ``line_chars`` characters; files over ``max_bytes``, binary,
-    not UTF-8 or not regular are skipped with the reason. Blocks the calling thread (not the GIL) meanwhile;
-    setting ``cancelled`` from another thread ends the search (and the child) within 0.1 s.
+    Up to ``max_matches`` matches, each line cut to ``line_chars`` characters and redacted; files over
+    ``max_bytes``, binary, not UTF-8 or not regular are skipped with the reason. Blocks the calling thread (not
+    the GIL) meanwhile; setting ``cancelled`` from another thread ends the search (and the child) within 0.1 s.
     """
     if not sys.executable:
         raise RuntimeError("search_text runs its search in a Python process, and sys.executable names none here")
     job = {"pattern": pattern, "files": list(files), "max_bytes": max_bytes, "max_matches": max_matches,
            "line_chars": line_chars}
+    # It ends with this process, and has a CPU limit of its own beyond the time limit: it cannot spin on, even if
+    # this process is killed or frozen.
+    cpu_seconds = math.ceil(seconds) + CPU_MARGIN
     child = subprocess.Popen(
-        [sys.executable, "-I", "-S", file_reading.__file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, start_new_session=True,  # a kernel interrupt (SIGINT to the group) spares it
+        [sys.executable, "-I", "-S", file_reading.__file__, str(os.getpid()), str(cpu_seconds)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True,  # a kernel interrupt (SIGINT to the group) spares it
     )
     outcome = SearchOutcome()
     deadline = time.monotonic() + seconds
@@ -74,6 +84,8 @@ def search_files(
         if child.poll() is None:  # the calling thread was interrupted: never leave the child running
             child.kill()
             child.wait()
+    if child.returncode == -signal.SIGXCPU:
+        outcome.timed_out = True
     if not outcome.timed_out and child.returncode != 0:
         last = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit status {child.returncode}"]
         raise RuntimeError(f"the search process failed: {last[0]}")
@@ -84,7 +96,7 @@ def search_files(
             continue
         if "match" in record:
             index, number, text = record["match"]
-            outcome.matches.append((index, number, text))
+            outcome.matches.append((index, number, redact_text(text)))  # whole, before a view squeezes and cuts it
         elif "skip" in record:
             outcome.skipped[record["skip"]] = record["why"]
         elif "file" in record:

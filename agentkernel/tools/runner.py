@@ -188,9 +188,8 @@ class ToolRunner:
         Every tool's output, error and display is redacted here against the kernel's secret set as it is now (see
         :mod:`agentkernel.secrets`): whatever the tool, no value of the set reaches the model, the panel or a record.
         """
-        # Only a side-effecting call can have changed what the set is made of (the environment, a named variable):
-        # the loop refreshed it as the run started, so a read-only call's output is redacted against it as it is.
-        secrets = KERNEL.refresh() if tool is not None and not tool.read_only else KERNEL.current
+        # As the set is now: any call (a read-only @tool setting os.environ too) or a thread may have changed it.
+        secrets = KERNEL.current
         images: list[dict[str, Any]] = []
         displays: tuple[Display, ...] = ()
         if isinstance(output, ToolOutput):

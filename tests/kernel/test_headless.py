@@ -1,6 +1,7 @@
 """A notebook run with no front end (nbclient, papermill, ``jupyter nbconvert --execute``) and without ``CI`` set
 (issue 24, item 3): a side-effecting call is denied at once, saying why and what to pass, instead of waiting
-``approval_timeout`` (300 s) per call; a front end's request (``allow_stdin``, a ``cellId``) still asks.
+``approval_timeout`` (300 s) per call; a front end's request (``allow_stdin``, a ``cellId``) still asks, and a
+console's (``allow_stdin`` and no ``cellId``, issue 27 item 7) asks through ``input()``.
 """
 
 from __future__ import annotations
@@ -112,7 +113,6 @@ def execute(kernel: KernelSession, code: str, allow_stdin: bool, metadata: dict)
     ("JupyterLab 4 and Notebook 7", True, {"cellId": "0a1b2c", "deletedCells": [], "recordTiming": False}),
     ("VS Code", True, {"cellId": "vscode-notebook-cell:/work/a.ipynb#W0sZmlsZQ=="}),
     ("a front end without stdin that names its cell", False, {"cellId": "0a1b2c"}),
-    ("jupyter_client's default", True, {}),
 ])
 def test_a_front_ends_request_still_asks(kernel: KernelSession, front_end: str, allow_stdin: bool, metadata: dict):
     cell = Cell(kernel, execute(kernel, "%%agent -m m --tools write_note\ngo", allow_stdin, metadata), "agent")
@@ -130,3 +130,20 @@ def test_nbclients_request_is_denied_at_once(kernel: KernelSession):
     assert not [m for m in cell.messages if button_description(m) == "Approve"]
     assert kernel.value("_agent.history[2]['output']") == DENIAL
     assert kernel.value("_agent.denied_calls") == 1
+
+
+@pytest.mark.parametrize("answer", ["y", "n"])
+def test_a_consoles_request_asks_through_input(kernel: KernelSession, answer: str):
+    """``jupyter console`` (jupyter_client's default request: ``allow_stdin`` and no ``cellId``) can answer
+    ``input()`` but shows no widgets (issue 27, item 7): the question comes as an ``input_request`` on the stdin
+    channel, at once, and the answer decides. (tests/kernel/test_terminal.py drives jupyter console itself.)"""
+    cell = Cell(kernel, execute(kernel, "%%agent -m m --tools write_note\ngo", True, {}), "agent")
+    request = kernel.kc.get_stdin_msg(timeout=30)
+    assert request["msg_type"] == "input_request"
+    assert request["content"]["prompt"] == "Approve write_note? [y]es / [a]ll this run / [n]o / note: "
+    kernel.kc.input(answer)
+    cell.wait()
+    assert cell.status == "ok", cell.describe()
+    assert not [m for m in cell.messages if button_description(m) == "Approve"]
+    expected = "written" if answer == "y" else "denied: write_note has side effects and the user denied it"
+    assert kernel.value("_agent.history[2]['output']") == expected

@@ -101,8 +101,8 @@ class FakeNotebook:
             reply = {"request_id": request["request_id"], **self.answer(request)}
             self.send("comm_msg", {"comm_id": content["comm_id"], "data": reply})
             if request["op"] == "read" and self.after_read is not None:
-                self.after_read()
-                self.after_read = None
+                after, self.after_read = self.after_read, None
+                after()  # (which may set the next one)
 
     def send(self, msg_type: str, content: dict[str, Any]) -> None:
         self.kernel.kc.shell_channel.send(self.kernel.kc.session.msg(msg_type, content))
@@ -172,7 +172,7 @@ def test_read_shows_every_cell_in_order_and_marks_the_agent_cell(kernel: KernelS
                         "··· outputs:\nKeyError: 'Pune'")
     assert cells[3] == f"cell 3 · code · id agent · THIS CELL: the %%agent cell running now\n{code}"
     assert cells[4] == "cell 4 · code · id later\n# not run yet"
-    assert notebook.ops == ["hello", "read"]
+    assert notebook.ops == ["hello", "read", "read"]  # the run's start reads the cells tagged agent-instructions
 
 
 def test_add_cell_inserts_below_the_agent_cell_in_the_order_written_with_metadata(kernel: KernelSession):
@@ -201,7 +201,10 @@ def test_edit_cell_writes_a_read_cell_and_refuses_one_changed_since_or_never_rea
                                ("edit_cell", {"cell_id": "broken", "source": "rain.get('Pune')"}),
                                ("edit_cell", {"cell_id": "ghost", "source": "x"})])
     notebook = FakeNotebook(kernel, study(code))
-    notebook.after_read = lambda: notebook.cell("broken").update(source="rain['Pune'] = 7  # the user's fix")
+    def users_fix() -> None:
+        notebook.cell("broken").update(source="rain['Pune'] = 7  # the user's fix")
+
+    notebook.after_read = lambda: setattr(notebook, "after_read", users_fix)  # the first read: the tagged cells
     notebook.run(notebook.submit(code))
     _, edited, changed, never = kernel.value("outputs()")
     assert edited == ("edited cell load (one undo in its editor restores it); it has not run. The change:\n"
@@ -246,7 +249,7 @@ def test_deny_an_edit_with_a_note_writes_nothing_and_the_note_reaches_the_model(
     assert kernel.value("outputs()")[1] == "denied by the user: keep the loading cell as it is"
     assert notebook.cell("load")["source"] == "rain = {'Oslo': 3, 'Lima': 0}"
     assert "metadata" not in notebook.cell("load")
-    assert notebook.ops == ["hello", "read"]  # no replace was sent
+    assert notebook.ops == ["hello", "read", "read"]  # no replace was sent (the first read: the tagged cells)
 
 
 def test_cells_option_puts_each_executed_snippet_in_a_real_cell(kernel: KernelSession):

@@ -1,4 +1,5 @@
-"""``%%agent`` in terminal IPython (issue 24, items 1-2), driven through a pty as a person types.
+"""``%%agent`` in terminal IPython (issue 24, items 1-2) and in ``jupyter console`` (issue 27, item 7), driven
+through a pty as a person types.
 
 A ``%%agent`` line waits for the cell body as ``%%timeit`` does (Enter on an empty line runs it), and a
 side-effecting call is asked about on the terminal: ``y``, ``a`` (the tool for the rest of the run), a note that
@@ -128,3 +129,48 @@ def test_ctrl_c_at_the_question_denies_and_stops_the_run(terminal: Terminal):
                                              "approval"])
     assert terminal.value("'x' in dir()") == "False"
     assert terminal.value("1 + 1") == "2"  # the shell goes on
+
+
+def test_invisible_characters_are_shown_and_counted_before_the_question(terminal: Terminal):
+    """Issue 27, item 6: a right-to-left override and a zero-width space in run_python's code reach the terminal as
+    ⟨U+202E⟩ and ⟨U+200B⟩, flagged before the question, never raw."""
+    child = terminal.child
+    terminal.cell("m = ScriptedModel([Call('run_python', {'code': 'x = 1  # \\u202e y = 2\\u200b'}), 'done'])")
+    child.sendline("%agent -m m compute")
+    child.expect(QUESTION)
+    asked = child.before
+    assert "\u202e" not in asked and "\u200b" not in asked
+    assert "x = 1  # ⟨U+202E⟩ y = 2⟨U+200B⟩" in asked, asked
+    assert "WARNING: this call holds 2 invisible characters" in asked, asked
+    child.sendline("y")
+    terminal.prompt()
+    assert terminal.value("x") == "1"  # what ran is the model's code itself
+
+
+def test_jupyter_console_asks_on_the_terminal_and_runs_on_y(tmp_path: Path):
+    """A console's request (``allow_stdin`` and no ``cellId``) is asked through ``input()``, as terminal IPython
+    asks: it waited ``approval_timeout`` (300 s) for a panel nobody could click, then denied."""
+    pytest.importorskip("jupyter_console")
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "AGENTKERNEL_NONINTERACTIVE")}
+    env.update(PYTHONPATH=str(ROOT), IPYTHONDIR=str(tmp_path / "ipython"), JUPYTER_RUNTIME_DIR=str(tmp_path / "run"),
+               AGENTKERNEL_TRANSCRIPTS=str(tmp_path / "transcripts"))
+    child = pexpect.spawn(sys.executable, ["-m", "jupyter_console", "--simple-prompt", "--no-confirm-exit"], env=env,
+                          cwd=str(tmp_path), encoding="utf-8", timeout=60, dimensions=(50, 200))
+    try:
+        for number, line in enumerate(["%load_ext agentkernel", SETUP, "m = twice()", "%agent -m m compute"], 1):
+            child.expect(rf"In \[{number}\]: ")
+            child.sendline(line)
+        child.expect(QUESTION, timeout=30)  # at once: not after approval_timeout
+        assert '"code": "x = 6 * 7"' in child.before
+        child.sendline("y")
+        child.expect(QUESTION)
+        child.sendline("n")
+        child.expect(r"In \[5\]: ")
+        assert "agent: complete · 3 rounds · 2 tool calls · 1 call denied" in child.before, child.before
+        child.sendline("print('VALUE', x, 'y' in dir())")
+        child.expect(r"In \[6\]: ")
+        assert "VALUE 42 False" in child.before, child.before
+        child.sendline("exit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)

@@ -15,6 +15,7 @@ import json
 import os
 import queue
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -219,10 +220,16 @@ class KernelSession:
         while time.monotonic() < end:
             self.pump(min(0.02, max(end - time.monotonic(), 0)))
 
-    def submit(self, code: str, **options: Any) -> Cell:
-        """Send an execute_request (not waiting for it): a queued cell, as a front end sends one."""
-        msg_id = self.kc.execute(code, **options)
-        return Cell(self, msg_id, code)
+    def submit(self, code: str, *, console: bool = False, **options: Any) -> Cell:
+        """Send an execute_request (not waiting for it): a queued cell, as a notebook front end sends one (JupyterLab,
+        Notebook 7 and VS Code name the cell in ``metadata.cellId``); with ``console``, as ``jupyter console`` sends
+        it (no cell id: jupyter_client's default). ``options``: the request's content (``silent``, ...)."""
+        content = {"code": code, "silent": False, "store_history": True, "user_expressions": {},
+                   "allow_stdin": True, "stop_on_error": True, **options}
+        metadata = {} if console else {"cellId": f"cell-{uuid.uuid4().hex[:8]}"}
+        msg = self.kc.session.msg("execute_request", content, metadata=metadata)
+        self.kc.shell_channel.send(msg)
+        return Cell(self, msg["header"]["msg_id"], code)
 
     def run(self, code: str, timeout: float = 30.0, **options: Any) -> Cell:
         return self.submit(code, **options).wait(timeout)

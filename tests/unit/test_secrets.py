@@ -8,7 +8,9 @@ import base64
 import html
 import json
 import socket
+import string
 import subprocess
+import threading
 from pathlib import Path
 from urllib.parse import quote
 
@@ -16,6 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from mcp_servers import git_repository, need
+from secret_pieces import PIECE, leaked
 
 import agentkernel
 from agentkernel import Call, RecordingModel, ReplayModel, ScriptedModel, run, tool
@@ -26,6 +29,7 @@ from agentkernel.models.base import ModelRequest
 from agentkernel.secrets import (
     KERNEL,
     MIN_SECRET_CHARS,
+    PIECE_CHARS,
     SECRET_WORDS,
     SECRETS_FRAME,
     SecretSet,
@@ -33,6 +37,7 @@ from agentkernel.secrets import (
     is_secret_name,
     is_secret_value,
     redact_text,
+    restore,
 )
 from agentkernel.tools import invoke
 from agentkernel.tools.files import file_tools, is_secret_file
@@ -140,6 +145,38 @@ def test_the_longest_secret_wins_and_names_are_kept():
     assert overlapping.redact("<abcdefghijklmn>") == "<[secret $LEFT]>"  # no part of RIGHT is left
 
 
+VALUE_CHARS = string.ascii_letters + string.digits + "+/=_-.:@~!%*,'\\\""
+SECRET_VALUES = st.one_of(
+    st.text(alphabet=VALUE_CHARS, min_size=PIECE, max_size=700),
+    st.lists(st.text(alphabet=VALUE_CHARS, min_size=1, max_size=70), min_size=2, max_size=12)
+    .map("\n".join).filter(lambda value: len(value) >= PIECE),  # a PEM key, a multi-line token
+)
+"""Secrets as the property tests plant them: 16 to 700 characters, on one line or several."""
+
+
+@given(SECRET_VALUES, st.data(), st.text(max_size=30), st.text(max_size=30))
+def test_no_run_of_16_characters_of_a_value_is_left_wherever_it_is_cut(value: str, data: st.DataObject,
+                                                                        before: str, after: str):
+    assert PIECE_CHARS == PIECE
+    start = data.draw(st.integers(0, len(value) - PIECE))
+    end = data.draw(st.integers(start + PIECE, len(value)))
+    piece = value[start:end]
+    s = secret_set(S=value)
+    # As cut, as reprlib cuts its repr (escapes and all), squeezed onto one line, and JSON-escaped.
+    for shown in (piece, repr(value)[start:end], " ".join(piece.split()), json.dumps(piece)):
+        redacted = s.redact(before + shown + after)
+        assert leaked(value, redacted) is None, (shown, redacted)
+    assert "[secret $S]" in s.redact(before + piece + after)
+
+
+def test_a_piece_shorter_than_16_characters_is_left_and_ordinary_text_is_untouched():
+    s = secret_set(S="ghp_0123456789abcdefghijklmnopqrstuvwxyz")
+    assert s.redact("head ghp_0123456789abcdef|") == "head [secret $S]|"  # 20 characters of it
+    assert s.redact("ghp_0123456789a|") == "ghp_0123456789a|"  # 15: not a secret's piece by the rule
+    assert s.redact("é56789abcdefghijklmnopé") == "é[secret $S]é"  # whole characters around a piece
+    assert s.redact("the quick brown fox jumps over the lazy dog") == "the quick brown fox jumps over the lazy dog"
+
+
 # -- the kernel's set ------------------------------------------------------------------------------------------
 
 
@@ -158,6 +195,77 @@ def test_the_kernel_set_is_kept_current(monkeypatch: pytest.MonkeyPatch):
         assert redact_text("a-value-from-a-vault") == "[secret $vault]"
     finally:
         KERNEL.clear()
+
+
+@tool
+def rotate() -> str:
+    """A read-only tool that makes a credential, puts it in the environment and returns it."""
+    import os
+
+    os.environ["SERVICE_TOKEN"] = "svc-created-by-the-tool-0123456789"
+    return "new token " + os.environ["SERVICE_TOKEN"]
+
+
+@tool
+async def session_token() -> str:
+    """What a background thread put in the environment since the last call."""
+    import os
+
+    return "session " + os.environ.get("SESSION_TOKEN", "none")
+
+
+def test_the_set_is_current_after_every_call_read_only_ones_and_threads_included(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("SERVICE_TOKEN", raising=False)
+    monkeypatch.delenv("SESSION_TOKEN", raising=False)
+    KERNEL.refresh()
+
+    def refresher() -> None:  # a token refreshed by a thread of the notebook's, between two calls
+        import os
+
+        os.environ["SESSION_TOKEN"] = "sess-refreshed-by-a-thread-98765"
+
+    def model(request: ModelRequest) -> object:
+        calls = sum(item.get("type") == "function_call" for item in request.history)
+        if calls == 1:
+            thread = threading.Thread(target=refresher)
+            thread.start()
+            thread.join()
+        return [Call("rotate", {}), Call("session_token", {}), "done"][calls]
+
+    try:
+        result = asyncio.run(run("go", model=ScriptedModel(model), tools=[rotate, session_token]))
+    finally:
+        import os
+
+        os.environ.pop("SERVICE_TOKEN", None)
+        os.environ.pop("SESSION_TOKEN", None)
+    outputs = [item["output"] for item in result.history if item["type"] == "function_call_output"]
+    assert outputs == ["new token [secret $SERVICE_TOKEN]", "session [secret $SESSION_TOKEN]"]
+
+
+def test_markers_round_trip_where_the_text_held_the_secret_and_are_refused_elsewhere(
+        monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("UNIT_TEST_TOKEN", VALUE)
+    old = f'import os\nAPI = "{VALUE}"\nurl = "https://me:pw1234@host/x"  # {VALUE[:20]}\nprint(1)\n'
+    shown = redact_text(old)
+    assert shown == ('import os\nAPI = "[secret $UNIT_TEST_TOKEN]"\nurl = "https://host/x"  # [secret '
+                     '$UNIT_TEST_TOKEN]\nprint(1)\n')
+    # The model edits around the markers: each gets back what the cell held there (a piece is a piece), and the
+    # URL's credentials come back where the line kept its URL.
+    edited = shown.replace("API =", "api =").replace("print(1)", "print(2)")
+    assert restore(edited, old) == old.replace("API =", "api =").replace("print(1)", "print(2)")
+    assert restore(shown, old) == old
+    # A marker copied, moved or written into new text is refused, saying what to use instead.
+    moved = shown.replace('API = "[secret $UNIT_TEST_TOKEN]"\n', "") + 'API = "[secret $UNIT_TEST_TOKEN]"\n'
+    for written, read in ((shown + 'again = "[secret $UNIT_TEST_TOKEN]"\n', old), (moved, old),
+                          ('API = "[secret $UNIT_TEST_TOKEN]"\n', "")):
+        with pytest.raises(ValueError, match=r'the notebook cannot hold a marker; use os.environ\["UNIT_TEST_TOKEN"'):
+            restore(written, read)
+    with pytest.raises(ValueError, match=r"code cannot hold a marker; use os.environ\[\"UNIT_TEST_TOKEN\"\]"):
+        restore('print("[secret $UNIT_TEST_TOKEN]")', where="code")
+    with pytest.raises(ValueError, match="has no name code can read"):
+        restore("key = '[redacted]'")
+    assert restore("print(os.environ['UNIT_TEST_TOKEN'])") == "print(os.environ['UNIT_TEST_TOKEN'])"
 
 
 def test_mcp_entries_keys():

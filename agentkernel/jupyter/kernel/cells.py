@@ -42,6 +42,8 @@ class Cell(BaseModel):
     has_error: bool = False
     outputs_text: str = ""
     metadata_agentkernel: dict[str, Any] | None = None
+    tags: list[str] = []
+    """The cell's tags (``metadata.tags``), as nbformat has them."""
 
 
 class Reading(BaseModel):
@@ -88,6 +90,8 @@ def _saved_cell(index: int, cell: dict[str, Any]) -> Cell:
         has_error=any(o.get("output_type") == "error" for o in outputs),
         outputs_text=cut("".join(_output_text(o) for o in outputs), SAVED_OUTPUT_CHARS),
         metadata_agentkernel=metadata.get("agentkernel") if isinstance(metadata.get("agentkernel"), dict) else None,
+        tags=[str(tag) for tag in metadata.get("tags") or [] if isinstance(tag, str)]
+        if isinstance(metadata.get("tags"), list) else [],
     )
 
 

@@ -2,11 +2,14 @@
 
 pandas and numpy are not dependencies: their objects are recognised only when the notebook has imported them
 (``sys.modules``), so describing a value never imports anything. Every description is bounded, and a value whose
-``repr`` (or any other probe) fails is still described, with what failed.
+``repr`` (or any other probe) fails is still described, with what failed. Strings, reprs and table cells are
+redacted (:mod:`agentkernel.secrets`) before they are cut, so no cut leaves a piece of a secret that no longer
+looks like it.
 """
 
 from __future__ import annotations
 
+import builtins
 import inspect
 import re
 import reprlib
@@ -15,6 +18,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from ...secrets import redact_text
 from ...text import short
 
 LINE_WIDTH = 80
@@ -27,7 +31,27 @@ MAX_COLUMNS = 50
 REPR_CHARS = 2000
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-_repr = reprlib.Repr()
+
+
+class _RedactingRepr(reprlib.Repr):
+    """reprlib's bounded repr, with strings and other objects' reprs redacted before reprlib cuts them."""
+
+    def repr_str(self, x: str, level: int) -> str:
+        return super().repr_str(redact_text(x), level)
+
+    def repr_instance(self, x: Any, level: int) -> str:
+        try:
+            text = redact_text(builtins.repr(x))
+        except Exception:
+            return super().repr_instance(x, level)
+        if len(text) > self.maxother:
+            head = max(0, (self.maxother - 3) // 2)
+            tail = max(0, self.maxother - 3 - head)
+            text = text[:head] + self.fillvalue + text[len(text) - tail:]
+        return text
+
+
+_repr = _RedactingRepr()
 _repr.maxlevel, _repr.maxlist, _repr.maxtuple, _repr.maxset, _repr.maxdict = 2, 8, 8, 8, 6
 _repr.maxstring, _repr.maxother, _repr.maxlong = 200, 200, 60
 
@@ -80,11 +104,11 @@ def one_line(value: Any, width: int = LINE_WIDTH) -> str:
     try:
         what = kind(value)
         if what == "DataFrame":
-            return short("columns: " + ", ".join(map(str, value.columns)), width)
+            return short(redact_text("columns: " + ", ".join(map(str, value.columns))), width)
         if what == "ndarray":
-            return short(f"{value.dtype}: " + " ".join(repr(value).split()), width)
+            return short(redact_text(f"{value.dtype}: " + " ".join(repr(value).split())), width)
         if what == "Series":
-            return short(f"{value.dtype}, name {value.name!r}", width)
+            return short(redact_text(f"{value.dtype}, name {value.name!r}"), width)
         if callable(value) and _is_function_like(value):
             return short(f"{_name(value)}{_signature(value)}", width)
     except Exception:
@@ -132,7 +156,7 @@ def _data_frame(df: Any) -> str:
 def _series(series: Any) -> str:
     lines = [f"Series {series.name!r}: {len(series):,} values, dtype {series.dtype}, "
              f"{int(series.isna().sum()):,} missing", "", f"first {min(HEAD_ROWS, len(series))} values:",
-             str(series.head(HEAD_ROWS).to_string())]
+             str(_redacted(series.head(HEAD_ROWS)).to_string())]
     numpy = sys.modules.get("numpy")
     if numpy is not None and numpy.issubdtype(series.dtype, numpy.number):
         lines += ["", "describe:", str(series.describe().to_string())]
@@ -140,7 +164,18 @@ def _series(series: Any) -> str:
 
 
 def _table(frame: Any) -> str:
-    return str(frame.to_string(max_cols=20, max_colwidth=40, line_width=120))
+    return str(_redacted(frame).to_string(max_cols=20, max_colwidth=40, line_width=120))
+
+
+def _redacted(data: Any) -> Any:
+    """A DataFrame or Series with its string cells and labels redacted, before pandas cuts them to a column's
+    width."""
+
+    def redact(value: Any) -> Any:
+        return redact_text(value) if isinstance(value, str) else value
+
+    data = data.map(redact)
+    return data.rename(index=redact, columns=redact) if kind(data) == "DataFrame" else data.rename(index=redact)
 
 
 def _array(array: Any) -> str:

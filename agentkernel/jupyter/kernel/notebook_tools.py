@@ -8,7 +8,10 @@ for ONE ``set_next_input`` payload when the run ends (:meth:`NotebookTools.next_
 this front end cannot edit. The model is told once per run that no extension answers.
 
 ``edit_cell`` changes only a cell the model read whole in this run, and sends what it read as the source it
-expects: a cell the user changed since is refused, never overwritten.
+expects: a cell the user changed since is refused, never overwritten. The model reads sources redacted; a marker
+it keeps where the cell held that secret gets the value back when the cell is written, and a marker anywhere else
+(in ``add_cell`` too) is refused (:func:`agentkernel.secrets.restore`): no cell is written with a marker over a
+secret.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from ...instructions import Instruction, notebook_instructions
+from ...secrets import MARKERS, MisplacedMarker, redact_text, restore
 from ...text import cut, load_arguments
 from ...tools import MAX_OUTPUT_CHARS, Tool, ToolCall, ToolContext, ToolError, tool
 from .notebook import ExecuteRequest, NotebookBridge, NotebookUnavailable
@@ -111,6 +116,10 @@ class NotebookTools:
             cell_type: "code" or "markdown"
             after: the id of the cell to put it below (read_notebook shows the ids); empty for the default place
         """
+        try:
+            restore(source)
+        except MisplacedMarker as e:
+            raise CellNotWritten(f"not added: {e}") from None
         if await self.front_end() is None:
             self.queued.append((cell_type, source))
             return (f"{self.absence_note()}queued, not added yet: this front end cannot insert cells, so when the run "
@@ -145,17 +154,19 @@ class NotebookTools:
         if why:
             raise CellNotWritten(self.absence_note() + why if self.bridge.front_end is None else why)
         old = self.seen[cell_id].source
-        reply = await self.bridge.request("replace", cell_id=cell_id, expected_source=old, source=source,
+        written = restore(source, old)  # refusal() found no misplaced marker
+        reply = await self.bridge.request("replace", cell_id=cell_id, expected_source=old, source=written,
                                           metadata=_metadata(ctx.run_id, ctx.call_id))
         if reply.get("ok"):
-            self.seen[cell_id] = Seen(source, True)
+            self.seen[cell_id] = Seen(written, True)
             return (f"edited cell {cell_id} (one undo in its editor restores it); it has not run. The "
-                    f"change:\n{diff(old, source)}")
+                    f"change:\n{diff(redact_text(old), source)}")
         if reply.get("reason") == "changed":
             current = str(reply.get("source", ""))
-            self.seen[cell_id] = Seen(current, len(current) <= CELL_SOURCE_CHARS)
+            shown = redact_text(current)
+            self.seen[cell_id] = Seen(current, len(shown) <= CELL_SOURCE_CHARS)
             raise CellNotWritten(f"not edited: cell {cell_id} changed since it was read (the user edited "
-                                 f"it), so nothing was written. Its source now:\n{cut(current, CELL_SOURCE_CHARS)}")
+                                 f"it), so nothing was written. Its source now:\n{cut(shown, CELL_SOURCE_CHARS)}")
         raise CellNotWritten(f"not edited: {_refusal(reply)}")
 
     # -- approvals -------------------------------------------------------------------------------------------
@@ -172,27 +183,36 @@ class NotebookTools:
         if seen is None:
             return (f"not edited: cell {cell_id} was not read in this run; read_notebook shows it (and the ids), "
                     "then edit_cell can change it")
+        shown = redact_text(seen.source)
         if not seen.whole:
             return (f"not edited: read_notebook showed only the first {CELL_SOURCE_CHARS:,} of the "
-                    f"{len(seen.source):,} characters of cell {cell_id}, and an edit replaces the whole source")
-        if seen.source == source:
+                    f"{len(shown):,} characters of cell {cell_id}, and an edit replaces the whole source")
+        if shown == source:
             return f"not edited: that is already the source of cell {cell_id}"
+        try:
+            restore(source, seen.source)
+        except MisplacedMarker as e:
+            return f"not edited: {e}"
         return ""
 
     async def asks(self, call: ToolCall) -> bool:
-        """Whether the call needs the user's approval: not an edit_cell that will be refused anyway."""
+        """Whether the call needs the user's approval: not an edit_cell that will be refused anyway, nor an
+        add_cell or run_python whose text holds a marker (refused too)."""
+        arguments = _arguments(call)
+        if call.name in ("add_cell", "run_python"):
+            return not MARKERS.search(str(arguments.get("source" if call.name == "add_cell" else "code", "")))
         if call.name != "edit_cell":
             return True
-        arguments = _arguments(call)
         return not await self.refusal(str(arguments.get("cell_id", "")), str(arguments.get("source", "")))
 
     def preview(self, call: ToolCall) -> tuple[str, str] | None:
-        """For an edit_cell approval: the (old, new) source it would write."""
+        """For an edit_cell approval: the (old, new) source as the model knows them, with markers on both sides
+        (never a value: the new source's markers get their values back only when it is written)."""
         arguments = _arguments(call)
         seen = self.seen.get(str(arguments.get("cell_id")))
         if call.name != "edit_cell" or seen is None:
             return None
-        return seen.source, str(arguments.get("source", ""))
+        return redact_text(seen.source), str(arguments.get("source", ""))
 
     # -- the run's end ---------------------------------------------------------------------------------------
 
@@ -221,6 +241,30 @@ class NotebookTools:
         self.bridge.close()
         parts = [_as_code(cell_type, source) for cell_type, source in self.queued]
         return "\n\n".join(part for part in [*parts, *(c.strip() for c in code)] if part)
+
+    # -- the notebook's own instructions -----------------------------------------------------------------------
+
+    def saved_instructions(self) -> Instruction | None:
+        """The markdown cells tagged ``agent-instructions`` of the saved notebook, if one is known and readable."""
+        from .cells import read_saved, saved_path
+
+        path = saved_path(self.shell.user_ns)
+        if path is None:
+            return None
+        try:
+            return _tagged(read_saved(path))
+        except ValueError:
+            return None
+
+    async def live_instructions(self) -> Instruction | None:
+        """The tagged cells as the front end has them now (unsaved edits included), where agentkernel's extension
+        answers for a notebook cell; else those of the saved notebook."""
+        if self.request.cell_id and await self.front_end() is not None:
+            try:
+                return _tagged(await self.read_live())
+            except (NotebookUnavailable, RuntimeError, ValueError):
+                pass
+        return self.saved_instructions()
 
     # -- helpers ---------------------------------------------------------------------------------------------
 
@@ -265,14 +309,15 @@ class NotebookTools:
         lines = [f"{head} · {len(cells)} cell{'s' * (len(cells) != 1)}"]
         used, shown_to = len(lines[0]), start
         for index, cell in enumerate(cells[start:start + count], start):
-            block = _block(index, cell, cell.id == agent, cell.id == reading.active_cell_id)
+            source = redact_text(cell.source)  # whole, before it is cut
+            block = _block(index, cell, source, cell.id == agent, cell.id == reading.active_cell_id)
             if used + len(block) > MAX_OUTPUT_CHARS - 200 and index > start:
                 break
             lines.append(block)
             used += len(block) + 1
             shown_to = index + 1
             if live:
-                self.seen[cell.id] = Seen(cell.source, len(cell.source) <= CELL_SOURCE_CHARS)
+                self.seen[cell.id] = Seen(cell.source, len(source) <= CELL_SOURCE_CHARS)
         if shown_to < len(cells):
             lines.append(f"[cells {shown_to}-{len(cells) - 1} not shown: read_notebook(start={shown_to})]")
         if start >= len(cells) > 0:
@@ -280,7 +325,7 @@ class NotebookTools:
         return "\n".join(lines)
 
 
-def _block(index: int, cell: Cell, agent: bool, active: bool) -> str:
+def _block(index: int, cell: Cell, source: str, agent: bool, active: bool) -> str:
     facts = [f"--- cell {index} · {cell.cell_type} · id {cell.id}"]
     if cell.execution_count is not None:
         facts.append(f"In [{cell.execution_count}]")
@@ -292,10 +337,14 @@ def _block(index: int, cell: Cell, agent: bool, active: bool) -> str:
         facts.append("THIS CELL: the %%agent cell running now")
     elif active:
         facts.append("the user's active cell")
-    text = " · ".join(facts) + "\n" + (cut(cell.source, CELL_SOURCE_CHARS) if cell.source else "(empty)")
+    text = " · ".join(facts) + "\n" + (cut(source, CELL_SOURCE_CHARS) if source else "(empty)")
     if cell.outputs_text.strip() and not agent:
-        text += "\n··· outputs:\n" + cut(cell.outputs_text.rstrip(), CELL_OUTPUT_CHARS)
+        text += "\n··· outputs:\n" + cut(redact_text(cell.outputs_text.rstrip()), CELL_OUTPUT_CHARS)
     return text
+
+
+def _tagged(reading: Reading) -> Instruction | None:
+    return notebook_instructions({"cell_type": c.cell_type, "source": c.source, "tags": c.tags} for c in reading.cells)
 
 
 def diff(old: str, new: str) -> str:

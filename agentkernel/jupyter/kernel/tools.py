@@ -26,6 +26,7 @@ from types import ModuleType
 from typing import Any
 
 from ...record.images import Image, images_for_model
+from ...secrets import redact_text, restore
 from ...text import cut, short, take_lines
 from ...tools import MAX_OUTPUT_CHARS, Display, Tool, ToolContext, ToolError, ToolOutput, in_thread, tool
 from .code_runner import IMAGE_TYPES, CodeRunner, Execution
@@ -131,9 +132,9 @@ class KernelTools:
             return "no cells have run before this one"
         parts = []
         for n in numbers:
-            parts.append(f"In [{n}]:\n{cut(str(self._input(n)).rstrip(), CELL_INPUT_CHARS)}")
+            parts.append(f"In [{n}]:\n{cut(redact_text(str(self._input(n)).rstrip()), CELL_INPUT_CHARS)}")
             if n in outputs:
-                parts.append(f"Out[{n}]:\n{cut(self._plain(outputs[n]), CELL_OUTPUT_CHARS)}")
+                parts.append(f"Out[{n}]:\n{cut(redact_text(self._plain(outputs[n])), CELL_OUTPUT_CHARS)}")
         if count > MAX_CELLS:
             parts.append(f"[only the last {MAX_CELLS} cells are shown]")
         return "\n".join(parts)
@@ -149,6 +150,7 @@ class KernelTools:
         """
         if re.match(r"\s*%%?agent\b", code):
             raise ValueError("run_python does not start another %%agent run")
+        restore(code, where="code")  # a marker in code: refused, saying what to use instead
         ran = len(self.runner.executed)
         try:
             execution = await self.runner.run(code)
@@ -158,7 +160,7 @@ class KernelTools:
         displays = [Display(o.data, o.metadata) for o in execution.rich]
         if execution.error is not None:
             text = execution.text()
-            raise CodeFailed(f"{short(execution.error.partition(chr(10))[0], 200)}\n{text}", displays)
+            raise CodeFailed(f"{short(redact_text(execution.error.partition(chr(10))[0]), 200)}\n{text}", displays)
         images, notes = [], {}
         if self.send_images:  # in a thread: downscaling a large image takes a second, which Stop must not wait for
             images, notes = await in_thread(self.model_images, {"execution": execution}, "run_python images")
@@ -245,7 +247,8 @@ class KernelTools:
             filename, number = cell
             # As typed, from the history; else (a cell run without storing history) as compiled.
             source = self._input(number) or "".join(linecache.getlines(filename))
-            text += f"\n\nthe cell that raised it, In [{number}]:\n{cut(source.rstrip(), CELL_INPUT_CHARS)}"
+            shown = cut(redact_text(source.rstrip()), CELL_INPUT_CHARS)
+            text += f"\n\nthe cell that raised it, In [{number}]:\n{shown}"
         return text
 
 

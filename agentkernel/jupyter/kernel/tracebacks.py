@@ -16,6 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ...secrets import redact_text
 from ...text import short
 
 MAX_FRAMES = 30
@@ -80,5 +81,5 @@ def format_error(error: BaseException, rename: Rename) -> str:
                       "".join(traceback.StackSummary.from_list(frames).format()).rstrip()]
     cause = error.__cause__ or error.__context__
     if cause is not None and not error.__suppress_context__:
-        lines.append(f"(raised while handling {type(cause).__name__}: {short(str(cause), 300)})")
+        lines.append(f"(raised while handling {type(cause).__name__}: {short(redact_text(str(cause)), 300)})")
     return "\n".join(lines)

@@ -1,0 +1,209 @@
+"""``%agent_serve``: this kernel's tools served over MCP to an outside agent (Claude Code, Codex, Gemini CLI, VS Code),
+every call behind the approvals, redaction, guards, budgets and Stop of a ``%%agent`` run.
+
+The server runs on the kernel's own event loop (:mod:`agentkernel.mcp.serving`), so it answers between the user's
+cells and while a cell awaits; a call that comes while a blocking cell runs waits for that cell to end. The serving
+cell's panel shows each call as a section, asks Approve / Deny there, and its Stop ends the running call and the
+session. The saved notebook holds no token: the panel's connection snippets live in widget state, and the cell's
+saved text says to read ``_agent_serve.headers``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets as widgets
+
+from ..errors import AgentConfigError
+from ..events import RunFinished
+from ..record.transcript import Transcript, transcript_dir
+from ..result import LoopResult
+from ..secrets import KERNEL
+from ..stop import StopSignal
+from .panel import Panel
+from .plan import RunPlan, RunTools
+
+if TYPE_CHECKING:  # agentkernel.mcp (and pydantic) are imported when a session starts, not at %load_ext
+    from ..mcp.serving import MCPHTTPServer
+    from ..mcp.session import ServedCall
+
+SERVE_TEXT = ("[agentkernel: this kernel's tools are served over MCP while the session lasts; _agent_serve.url and "
+              "_agent_serve.headers say how to connect, %agent_serve stop ends it]")
+"""The serving cell's saved text: fixed (nbval compares it), and without the token."""
+SERVER_NAME = "notebook"
+TOKEN_ENV = "AGENTKERNEL_TOKEN"
+TOKEN_SECRET = "AGENT_SERVE_TOKEN"
+STOP_GRACE = 0.5
+"""Seconds between Stop and the server's shutdown: the cut call's error result is sent meanwhile."""
+
+
+def snippets(url: str, token: str) -> dict[str, str]:
+    """How each client connects, ready to paste (the token written in, for the live panel only)."""
+    bearer = f"Bearer {token}"
+    return {
+        "Claude Code": f'claude mcp add --transport http {SERVER_NAME} {url} --header "Authorization: {bearer}"',
+        "Codex (~/.codex/config.toml)": f'[mcp_servers.{SERVER_NAME}]\nurl = "{url}"\n'
+                                         f'http_headers = {{ "Authorization" = "{bearer}" }}',
+        "Gemini CLI (~/.gemini/settings.json)": json.dumps(
+            {"mcpServers": {SERVER_NAME: {"httpUrl": url, "headers": {"Authorization": bearer}}}}, indent=2),
+        "VS Code (.vscode/mcp.json, asks for the token)": json.dumps({
+            "inputs": [{"type": "promptString", "id": "agentkernel-token", "password": True,
+                        "description": "the token in _agent_serve.headers"}],
+            "servers": {SERVER_NAME: {"type": "http", "url": url,
+                                      "headers": {"Authorization": "Bearer ${input:agentkernel-token}"}}}},
+            indent=2),
+        "stdio clients": f"{TOKEN_ENV}={token} {sys.executable} -m agentkernel.serve_stdio {url}",
+    }
+
+
+class ServePanel(Panel):
+    """The run panel for a served session: its connection above the Stop button, each call as a section."""
+
+    def __init__(self, plan: RunPlan, stop: StopSignal):
+        self.server: MCPHTTPServer | None = None
+        super().__init__(plan.limits, stop, throttle=plan.options.stream_throttle)
+        self.state = "serving"
+        self.stop_button.tooltip = "End the session: the running call is cut, no call runs after"
+        self.connection = widgets.HTML()
+        self.view = widgets.VBox([self.connection, self.widget])
+
+    def connect(self, server: MCPHTTPServer) -> None:
+        """Show how to connect to ``server`` (the token only here, in widget state)."""
+        self.server = server
+        parts = [f"<b>serving this kernel's tools over MCP</b> at <code>{html.escape(server.url)}</code> "
+                 f"({len(server.session.tools)} tools); every request needs the header in "
+                 "<code>_agent_serve.headers</code>. To connect:"]
+        for client, text in snippets(server.url, server.token).items():
+            parts.append(f"<details><summary>{html.escape(client)}</summary><pre>{html.escape(text)}</pre></details>")
+        self.connection.value = "".join(parts)
+        self.flush(now=True)
+
+    def refresh(self) -> None:
+        if self.server is None:
+            return super().refresh()
+        session, elapsed = self.server.session, time.monotonic() - self.started
+        parts = [self.state, f"{self.calls} call{'s' * (self.calls != 1)}"]
+        parts += [f"{session.waiting} waiting"] * bool(session.waiting)
+        parts += [f"{self.denied} denied"] * bool(self.denied)
+        parts += [f"{self.server.rejected} refused without the token"] * bool(self.server.rejected)
+        status = f"<code>{' · '.join(parts)} · {elapsed:.0f} s</code>"
+        if status != self.status.value:
+            self.status.value = status
+        for key, value in (("seconds", elapsed), ("calls", self.calls)):
+            if key in self.bars:
+                self.bars[key].value = min(float(value), self.bars[key].max)
+
+
+@dataclass(repr=False)
+class ServeSession:
+    """``_agent_serve``: one served session, its address, what a client must send, and the record of its calls."""
+
+    server: MCPHTTPServer
+    panel: ServePanel
+    transcript: str | None = None
+    """The JSONL transcript of the session's calls (None with ``%config AgentMagics.transcripts = False``)."""
+    started: float = field(default_factory=time.time)
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The headers every request must carry (the bearer token): keep them out of saved outputs."""
+        return self.server.headers
+
+    @property
+    def calls(self) -> list[ServedCall]:
+        return self.server.session.calls
+
+    @property
+    def tools(self) -> list[str]:
+        return [t.name for t in self.server.session.tools]
+
+    @property
+    def ended(self) -> str:
+        """Why the session ended ("" while it serves)."""
+        return self.server.session.ended
+
+    def __repr__(self) -> str:
+        state = f"ended: {self.ended}" if self.ended else "serving"
+        return (f"<agentkernel serve {self.url} · {state} · {len(self.calls)} calls · tools: {', '.join(self.tools)}; "
+                "the token is in .headers>")
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(repr(self))
+
+
+class KernelServing:
+    """The kernel's served session (one at a time)."""
+
+    def __init__(self) -> None:
+        self.current: ServeSession | None = None
+
+    async def start(self, plan: RunPlan, tools: RunTools, *, port: int, nobody: str | None) -> ServeSession:
+        """Serve ``tools`` as ``plan`` says (its MCP servers started first); the magic shows the panel."""
+        if self.current is not None and self.current.server.serving:
+            raise AgentConfigError(f"a session is already serving at {self.current.url}: %agent_serve stop ends it")
+        from ..mcp.serving import MCPHTTPServer
+        from ..mcp.session import ServedSession
+
+        await tools.start()
+        stop = StopSignal()
+        panel = ServePanel(plan, stop)
+        path = None
+        if plan.options.transcripts:
+            path = transcript_dir() / f"{time.strftime('%Y%m%d-%H%M%S')}-serve.jsonl"
+        session = ServedSession(
+            tools.tools(), plan.approver(panel, nobody=nobody, notebook=tools.notebook,
+                                         untrusted=tools.mcp.untrusted()),
+            limits=plan.limits, guards=plan.guards, stop=stop, on_event=panel,
+            transcript=Transcript(path) if path else None,
+            on_end=lambda why: self._ended(served, why))
+        server = MCPHTTPServer(session, port=port)
+        KERNEL.name(TOKEN_SECRET, lambda: server.token)  # no tool output, panel or transcript shows it
+        await server.start()
+        served = ServeSession(server, panel, str(path) if path else None)
+        panel.connect(server)
+        self.current = served
+        return served
+
+    def _ended(self, served: ServeSession, why: str) -> None:
+        """The session ended (Stop, a budget, ``%agent_serve stop``): the panel says so, and the server stops soon
+        after (so that the call it cut still gets its error result)."""
+        stopped = served.server.session.stop.is_set()
+        served.panel(RunFinished(LoopResult("aborted" if stopped else "complete", None, [], detail=why)))
+        loop = asyncio.get_running_loop()
+        loop.call_later(STOP_GRACE, lambda: loop.create_task(served.server.stop()))
+
+    async def stop(self) -> str:
+        """End the current session; what to print."""
+        served = self.current
+        if served is None or (served.ended and not served.server.serving):
+            return "no session is serving"
+        served.server.session.end("ended with %agent_serve stop")
+        await served.server.stop()
+        return f"the session at {served.url} ended after {len(served.calls)} calls"
+
+
+def port_option(words: list[str]) -> tuple[int, list[str]]:
+    """``--port N`` (or ``--port=N``) taken out of a ``%agent_serve`` line's words: the port (0: a free one) and
+    the other words."""
+    port, rest = 0, []
+    it = iter(words)
+    for word in it:
+        flag, equals, value = word.partition("=")
+        if flag != "--port":
+            rest.append(word)
+            continue
+        value = value if equals else next(it, "")
+        if not value.isdigit() or not 0 < int(value) < 65536:
+            raise AgentConfigError(f"--port needs a port number (1-65535), not {value!r}")
+        port = int(value)
+    return port, rest

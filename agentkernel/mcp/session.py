@@ -1,0 +1,233 @@
+"""A served session: an outside agent's tool calls, each through the same :class:`~agentkernel.tools.ToolRunner` as a
+``%%agent`` call (approval, redaction, timeouts), under the session's budgets and guards.
+
+The transport (:mod:`agentkernel.mcp.serving`) hands each call to :meth:`ServedSession.call`; calls run one at a
+time, in the order they came. The guards speak to the outside agent: a call that repeats what it already got is told
+so in its result, and past the guard's limit it is refused without running. The budgets (``max_tool_calls``,
+``max_seconds``) hold for the whole session, and when one is spent the session ends. Stop ends the running call
+(cancelling it, so ``run_python``'s code is interrupted) and the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..events import Event, Listeners, ToolCallFinished, ToolCallStarted
+from ..guards import GuardConfig, NoProgressGuard, RepeatedCallGuard
+from ..record import history as h
+from ..record.transcript import Transcript
+from ..stop import StopSignal
+from ..tools import Approver, Tool, ToolCall, ToolResult, ToolRunner
+from ..usage import Limits
+
+Progress = Callable[[float, str], Awaitable[None]]
+"""Told every :data:`PROGRESS_EVERY` seconds while a call runs: the seconds so far and what the call is doing."""
+PROGRESS_EVERY = 1.0
+
+
+@dataclass
+class ServedCall:
+    """One call of the session, as the record keeps it."""
+
+    call: ToolCall
+    result: ToolResult
+    started: float
+    """``time.time()`` when it came in."""
+    waited: float = 0.0
+    """Seconds it waited for the call before it (or for the kernel) before it ran."""
+
+    @property
+    def name(self) -> str:
+        return self.call.name
+
+    @property
+    def status(self) -> str:
+        return self.result.status
+
+
+@dataclass
+class ServedSession:
+    """The tools one served session offers and the record of its calls.
+
+    ``approve`` asks about side-effecting calls exactly as in a ``%%agent`` run (the serving cell's panel, or a
+    denial nobody decided); ``on_event`` is told :class:`~agentkernel.events.ToolCallStarted` /
+    :class:`~agentkernel.events.ToolCallFinished` as a run's listeners are.
+    """
+
+    tools: list[Tool]
+    approve: Approver | None = None
+    limits: Limits = field(default_factory=Limits)
+    guards: GuardConfig = field(default_factory=GuardConfig)
+    stop: StopSignal = field(default_factory=StopSignal)
+    on_event: Callable[[Event], None] | None = None
+    transcript: Transcript | None = None
+    on_end: Callable[[str], None] | None = None
+    """Told why, once, when the session ends."""
+    session_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    calls: list[ServedCall] = field(default_factory=list)
+    """Every call, finished, in order."""
+    ended: str = ""
+    """Why the session ended ("" while it serves)."""
+
+    def __post_init__(self) -> None:
+        self.by_name = {t.name: t for t in self.tools}
+        # The one road out: the session's events are redacted on the way, as a run's are.
+        self.listeners = Listeners([] if self.on_event is None else [self.on_event])
+        self.runner = ToolRunner(self.by_name, self.approve, run_id=self.session_id,
+                                 on_start=lambda call: self._emit(ToolCallStarted(call)),
+                                 on_finish=lambda result: self._emit(ToolCallFinished(result)))
+        self.repeats = RepeatedCallGuard(self.guards.repeat_limit)
+        self.no_progress = NoProgressGuard(self.guards.stuck_window, None)
+        self.refused: dict[tuple[str, str], str] = {}  # calls a guard refuses from now on, with the guard's word
+        self.lock = asyncio.Lock()
+        self.started = time.monotonic()
+        self.running: asyncio.Task[Any] | None = None
+        self.waiting = 0
+        """Calls waiting for the one running."""
+        self.count = 0
+        self._unsubscribe: Callable[[], None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        if self.transcript is not None:
+            self.transcript.write({"event": "start", "run_id": self.session_id, "served": [t.name for t in self.tools]})
+
+    # -- the tools, as a client sees them -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Listen for Stop, and start the ``max_seconds`` clock, on the running event loop."""
+        if self._unsubscribe is None:
+            self._unsubscribe = self.stop.subscribe(self._stopped)
+        if self.limits.max_seconds and self._timer is None:
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(self.limits.max_seconds, self.end,
+                                          f"HIT_WALL_CLOCK: the session's {self.limits.max_seconds:g} s are up")
+
+    async def call(self, name: str, arguments: str, progress: Progress | None = None) -> ToolResult:
+        """Run one call (``arguments``: its JSON object) as the session's rules say; its result, whatever happens.
+
+        Cancelling the task that awaits it (the client's ``notifications/cancelled``) cancels the call.
+        """
+        came = time.time()
+        self.count += 1
+        call = ToolCall(f"call_{self.count}", name, arguments)
+        self.waiting += 1
+        try:
+            await self.lock.acquire()
+        finally:
+            self.waiting -= 1
+        try:
+            waited = time.time() - came
+            result = await self._run(call, progress)
+        finally:
+            self.lock.release()
+        self.calls.append(ServedCall(call, result, came, waited))
+        if self.transcript is not None:
+            self.transcript.item(h.function_call(call.call_id, call.name, call.arguments))
+            self.transcript.item(h.function_call_output(call.call_id, result.output, synthetic=result.synthetic))
+        return result
+
+    async def _run(self, call: ToolCall, progress: Progress | None) -> ToolResult:
+        refusal = self._refusal(call)
+        if refusal is not None:
+            result = ToolResult(call, "not_run", refusal, synthetic=True)
+            self._emit(ToolCallStarted(call))
+            self._emit(ToolCallFinished(result))
+            return result
+        task = asyncio.ensure_future(self.runner.run([call]))
+        self.running = task
+        reporter = asyncio.ensure_future(self._report(call, progress)) if progress is not None else None
+        try:
+            [result] = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():  # the client cancelled the call (or the kernel's loop is going down): cut it too
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+                self.runner.unfinished([call], "aborted: the client cancelled the call")
+                raise
+            # Stop or the session's clock cut the call: the client gets an error result
+            [result] = self.runner.unfinished([call], f"aborted: {self.ended or 'the call was stopped'}")
+        finally:
+            self.running = None
+            if reporter is not None:
+                reporter.cancel()
+        return self._guarded(result)
+
+    def _refusal(self, call: ToolCall) -> str | None:
+        """Why ``call`` is not run: the session ended, a budget is spent, or a guard refuses it; else None."""
+        if self.ended:
+            return f"not run: this session has ended ({self.ended})"
+        if self.limits.max_tool_calls and len(self.calls) >= self.limits.max_tool_calls:
+            self.end(f"HIT_TOOL_CALL_CAP: the session's {self.limits.max_tool_calls} tool calls are spent")
+            return f"not run: {self.ended}"
+        refused = self.refused.get((call.name, call.normalized))
+        if refused is not None:
+            return f"refused: {refused}. Use the result you already have, or call something else."
+        return None
+
+    def _guarded(self, result: ToolResult) -> ToolResult:
+        """The result, with what the guards say about it appended for the outside agent to read."""
+        if result.synthetic:
+            return result
+        call = result.call
+        notes = []
+        if trip := self.repeats.record(call.name, call.normalized, result.output):
+            self.refused[(call.name, call.normalized)] = f"REPEATED_TOOL_CALL: {trip.detail}"
+            notes.append(f"{trip.status.upper()}: {trip.detail}. This call gave the same output before: it will be "
+                         "refused from now on. Use this output, or change the arguments.")
+        elif self.repeats.limit and self.repeats.counts.get((call.name, call.normalized, result.output), 0) > 1:
+            count = self.repeats.counts[(call.name, call.normalized, result.output)]
+            notes.append(f"note: this call returned this same output {count} times; at {self.repeats.limit} it is "
+                         "refused. Use what it returned, or try something else.")
+        if trip := self.no_progress.record_call(call.name, call.normalized):
+            for name, normalized in list(self.no_progress.recent):
+                self.refused.setdefault((name, normalized), f"NO_PROGRESS: {trip.detail}")
+            notes.append(f"{trip.status.upper()}: {trip.detail}. These calls will be refused from now on: try "
+                         "another way.")
+        if not notes:
+            return result
+        return ToolResult(call, result.status, "\n\n".join([result.output, *notes]), result.images, result.displays,
+                          result.duration)
+
+    async def _report(self, call: ToolCall, progress: Progress) -> None:
+        began = time.monotonic()
+        while True:
+            await asyncio.sleep(PROGRESS_EVERY)
+            with contextlib.suppress(Exception):  # a client gone away is the transport's to notice
+                await progress(time.monotonic() - began, f"{call.name} is running")
+
+    # -- ending ---------------------------------------------------------------------------------------------------
+
+    def _stopped(self) -> None:
+        self.end(self.stop.reason or "stopped")
+
+    def end(self, why: str) -> None:
+        """End the session: the running call is cut (its client gets an error result) and no call runs after."""
+        if self.ended:
+            return
+        self.ended = why
+        if self.running is not None and not self.running.done():
+            self.running.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        if self.transcript is not None:
+            self.transcript.write({"event": "end", "run_id": self.session_id, "reason": why})
+        if self.on_end is not None:
+            self.on_end(why)
+
+    def close(self) -> None:
+        self.end("the session was closed")
+        self.runner.close()
+        if self.transcript is not None:
+            self.transcript.close()
+
+    def _emit(self, event: Event) -> None:
+        if self.listeners:
+            self.listeners(event)

@@ -1,0 +1,242 @@
+"""``%agent_serve`` in a real kernel (issue 30), reached by the official ``mcp`` client over Streamable HTTP as an
+outside agent reaches it; the panel's buttons clicked with comm messages as ipywidgets sends them.
+
+Tools listed with their annotations; a read-only call returns what the kernel holds; a side-effecting call waits
+for Approve, and is denied at once under ``CI``; a secret reaches the client only as its marker; a wrong token gets
+401 and runs nothing; Stop cuts a spinning ``run_python`` within a second and the client gets an error result; a
+user's cell runs while the session is open, and a call that comes meanwhile runs after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from kernel_client import Cell, KernelSession, button_description, kernel_fixtures
+
+pytest.importorskip("mcp")
+import httpx2  # noqa: E402 - after the skip
+from mcp import Client  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+
+STOP_BOUND = 1.0
+SECRET = "tok-served-0123456789abcdefghij"
+
+SETUP = f"""\
+%reset -f
+%autoawait True
+%config AgentMagics.transcripts = False
+import os
+os.environ.pop("CI", None)
+os.environ["SERVE_TEST_TOKEN"] = {SECRET!r}
+ran = []
+"""
+
+session, kernel = kernel_fixtures("serve_kernel", SETUP)
+
+
+@pytest.fixture
+def serve(kernel: KernelSession):
+    """Start ``%agent_serve OPTIONS``; its cell, url and headers. The session is stopped after the test."""
+    started: list[Cell] = []
+
+    def start(options: str = "") -> tuple[Cell, str, dict[str, str]]:
+        cell = kernel.ok(f"%agent_serve {options}".strip())
+        started.append(cell)
+        return cell, kernel.value("_agent_serve.url"), kernel.value("_agent_serve.headers")
+
+    yield start
+    if started:
+        kernel.ok("%agent_serve stop")
+
+
+@asynccontextmanager
+async def client(url: str, headers: dict[str, str]) -> AsyncIterator[Client]:
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http, \
+            Client(streamable_http_client(url, http_client=http)) as c:
+        yield c
+
+
+def button(kernel: KernelSession, description: str, timeout: float = 30) -> str:
+    """The comm id of the newest Button with this description, waiting for one. Widgets a served call makes
+    after the serving cell ended are sent with the parent of whatever the kernel handled last, so every cell's
+    messages are searched."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [(at, m["content"]["comm_id"]) for messages in list(kernel.iopub.values()) for at, m in messages
+                 if button_description(m) == description]
+        if found:
+            return max(found)[1]
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {description} button")
+        kernel.pump(0.02)
+
+
+def text(result: Any) -> str:
+    return "".join(part.text for part in result.content if part.type == "text")
+
+
+def run(main: Any) -> Any:
+    return asyncio.run(asyncio.wait_for(main(), 90))
+
+
+def test_the_tools_are_listed_with_annotations_and_a_read_only_call_reads_the_kernel(kernel, serve):
+    cell, url, headers = serve()
+    assert "_agent_serve.headers" in cell.describe() and headers["Authorization"] not in cell.describe()
+    kernel.ok("answer = 41 + 1")
+
+    async def main() -> None:
+        async with client(url, headers) as c:
+            tools = {t.name: t.annotations for t in (await c.list_tools()).tools}
+            assert {"list_variables", "inspect_variable", "last_error", "read_notebook", "run_python", "add_cell",
+                    "edit_cell", "read_file"} <= set(tools)
+            assert tools["inspect_variable"].read_only_hint is True and tools["read_file"].read_only_hint is True
+            assert tools["run_python"].read_only_hint is False and tools["run_python"].destructive_hint is True
+            result = await c.call_tool("inspect_variable", {"name": "answer"})
+            assert not result.is_error and "42" in text(result)
+
+    run(main)
+    assert kernel.value("[c.name for c in _agent_serve.calls]") == ["inspect_variable"]
+
+
+def test_a_side_effecting_call_waits_for_approve(kernel, serve):
+    cell, url, headers = serve("--tools run_python")
+
+    async def main() -> None:
+        async with client(url, headers) as c:
+            call = asyncio.ensure_future(c.call_tool("run_python", {"code": "ran.append('approved'); 6 * 7"}))
+            approve = await asyncio.to_thread(button, kernel, "Approve")
+            assert not call.done() and kernel.value("ran") == []  # it waits for the click
+            await asyncio.to_thread(kernel.click, approve)
+            result = await call
+            assert not result.is_error and "42" in text(result)
+
+    run(main)
+    assert kernel.value("ran") == ["approved"]
+
+
+def test_a_side_effecting_call_is_denied_at_once_under_ci(kernel, serve):
+    kernel.ok("os.environ['CI'] = '1'")
+    try:
+        _, url, headers = serve("--tools run_python")
+
+        async def main() -> None:
+            async with client(url, headers) as c:
+                began = time.monotonic()
+                result = await c.call_tool("run_python", {"code": "ran.append('ci')"})
+                assert time.monotonic() - began < 5
+                assert result.is_error and "CI is set" in text(result) and "--allow-writes" in text(result)
+
+        run(main)
+    finally:
+        kernel.ok("os.environ.pop('CI')")
+    assert kernel.value("ran") == []
+
+
+def test_a_secret_reaches_the_client_only_as_its_marker(kernel, serve):
+    kernel.ok("held = os.environ['SERVE_TEST_TOKEN']")
+    _, url, headers = serve("--allow-writes")
+
+    async def main() -> None:
+        async with client(url, headers) as c:
+            shown = text(await c.call_tool("inspect_variable", {"name": "held"}))
+            printed = text(await c.call_tool("run_python", {"code": "print(os.environ['SERVE_TEST_TOKEN'])"}))
+            token = text(await c.call_tool("run_python", {"code": "print(_agent_serve.headers)"}))
+            for got in (shown, printed):
+                assert SECRET not in got and "[secret $SERVE_TEST_TOKEN]" in got, got
+            assert headers["Authorization"].split()[1] not in token  # the session's own token, too
+
+    run(main)
+
+
+def test_a_wrong_token_gets_401_and_runs_nothing(kernel, serve):
+    _, url, headers = serve("--allow-writes")
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "run_python", "arguments": {"code": "ran.append('intruder')"}}}
+
+    async def main() -> None:
+        async with httpx2.AsyncClient() as http:
+            for wrong in ({}, {"Authorization": "Bearer nope"}, {"Authorization": headers["Authorization"] + "x"}):
+                answer = await http.post(url, json=body, headers={**wrong,
+                                                                  "Accept": "application/json, text/event-stream"})
+                assert answer.status_code == 401
+
+    run(main)
+    assert kernel.value("ran") == [] and kernel.value("_agent_serve.calls") == []
+
+
+def test_stop_cuts_a_spinning_run_python_within_a_second(kernel, serve):
+    cell, url, headers = serve("--allow-writes")
+
+    async def main() -> None:
+        async with client(url, headers) as c:
+            call = asyncio.ensure_future(c.call_tool("run_python", {"code": "ran.append('spin')\nwhile True: pass"}))
+            await asyncio.sleep(1.5)
+            assert not call.done()
+            stop = cell.wait_for_button("Stop", 1)  # the serving cell's own
+            clicked = await asyncio.to_thread(kernel.click, stop)
+            result = await asyncio.wait_for(call, 10)
+            took = time.monotonic() - clicked
+            assert result.is_error and "aborted" in text(result), text(result)
+            assert took < STOP_BOUND, took
+
+    run(main)
+    assert kernel.value("ran") == ["spin"]
+    assert kernel.ok("1 + 1").status == "ok"  # the kernel is free again
+    assert "Stop" in kernel.value("_agent_serve.ended")
+
+
+def test_a_user_cell_runs_while_serving_and_a_call_waits_for_it(kernel, serve):
+    _, url, headers = serve()
+
+    async def main() -> None:
+        async with client(url, headers) as c:
+            await c.call_tool("list_variables", {})  # connected
+            busy = await asyncio.to_thread(kernel.submit, "import time\ntime.sleep(2)\nlate = 'set by the cell'")
+            await asyncio.sleep(0.3)
+            result = await c.call_tool("inspect_variable", {"name": "late"})  # sent while the cell sleeps
+            await asyncio.to_thread(busy.wait, 30)
+            assert busy.status == "ok"
+            assert "set by the cell" in text(result), text(result)  # it ran after the cell's last line
+
+    run(main)
+
+
+def test_stop_ends_the_session_and_a_second_serve_is_refused_while_one_runs(kernel, serve):
+    _, url, _ = serve()
+    again = kernel.run("%agent_serve")
+    assert again.errors and "already serving" in again.errors[0]["evalue"]
+    assert kernel.value("_agent_serve.url") == url
+
+
+def test_the_stdio_bridge_reaches_the_same_kernel(kernel, serve):
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    _, url, headers = serve()
+    kernel.ok("bridged = 'through stdio'")
+    env = {**os.environ, "AGENTKERNEL_TOKEN": headers["Authorization"].split()[1]}
+    bridge = StdioServerParameters(command=sys.executable, args=["-m", "agentkernel.serve_stdio", url], env=env)
+
+    async def main() -> None:
+        async with Client(stdio_client(bridge)) as c:
+            tools = {t.name: t.annotations for t in (await c.list_tools()).tools}
+            assert tools["run_python"].destructive_hint is True
+            result = await c.call_tool("inspect_variable", {"name": "bridged"})
+            assert "through stdio" in text(result)
+
+    run(main)
+    assert kernel.value("[c.name for c in _agent_serve.calls]") == ["inspect_variable"]
+
+
+def test_the_stdio_bridge_without_a_token_says_how():
+    env = {k: v for k, v in os.environ.items() if k != "AGENTKERNEL_TOKEN"}
+    done = subprocess.run([sys.executable, "-m", "agentkernel.serve_stdio", "http://127.0.0.1:9/mcp"], env=env,
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and "AGENTKERNEL_TOKEN is not set" in done.stderr and done.stdout == ""

@@ -1,0 +1,249 @@
+"""Serving tools over MCP without a kernel (issue 30): the official ``mcp`` client over Streamable HTTP against
+:class:`~agentkernel.mcp.serving.MCPHTTPServer` on this test's event loop. The token, Host and Origin checks, the
+annotations, the runner's redaction, the guards speaking to the client, the budgets, Stop and the client's own
+cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from agentkernel import Decision, tool
+from agentkernel.guards import GuardConfig
+from agentkernel.mcp.serving import MCPHTTPServer
+from agentkernel.mcp.session import ServedSession
+from agentkernel.secrets import KERNEL
+from agentkernel.stop import StopSignal
+from agentkernel.usage import Limits
+
+pytest.importorskip("mcp")
+import httpx2  # noqa: E402 - after the skip
+from mcp import Client  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+
+SECRET = "sk-served-secret-0123456789abcdef"
+ran: list[str] = []
+
+
+@tool
+def peek(key: str) -> str:
+    """Read a value."""
+    ran.append(f"peek {key}")
+    return f"value of {key}: {os.environ.get('SERVED_TEST_KEY', '')}"
+
+
+@tool(read_only=False)
+def change(text: str) -> str:
+    """Change something."""
+    ran.append(f"change {text}")
+    return "changed"
+
+
+@tool
+async def spin(seconds: float) -> str:
+    """Wait."""
+    ran.append("spin")
+    await asyncio.sleep(seconds)
+    return "done spinning"
+
+
+@asynccontextmanager
+async def served(approve: Any = None, **options: Any) -> AsyncIterator[MCPHTTPServer]:
+    session = ServedSession([peek, change, spin], approve, **options)
+    server = MCPHTTPServer(session)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+@asynccontextmanager
+async def client(server: MCPHTTPServer, headers: dict[str, str] | None = None) -> AsyncIterator[Client]:
+    async with httpx2.AsyncClient(headers=server.headers if headers is None else headers) as http, \
+            Client(streamable_http_client(server.url, http_client=http)) as c:
+        yield c
+
+
+def text(result: Any) -> str:
+    return "".join(part.text for part in result.content if part.type == "text")
+
+
+def run(main: Any) -> None:
+    ran.clear()
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_tools_are_listed_with_truthful_annotations_and_a_read_only_call_runs():
+    async def main() -> None:
+        async with served() as server, client(server) as c:
+            listed = {t.name: t for t in (await c.list_tools()).tools}
+            assert listed["peek"].annotations.read_only_hint is True
+            assert listed["peek"].annotations.destructive_hint is False
+            assert listed["change"].annotations.read_only_hint is False
+            assert listed["change"].annotations.destructive_hint is True
+            assert listed["peek"].input_schema["required"] == ["key"]
+            result = await c.call_tool("peek", {"key": "a"})
+            assert not result.is_error and text(result).startswith("value of a")
+            assert [c.name for c in server.session.calls] == ["peek"]
+
+    run(main)
+
+
+def test_a_secret_reaches_the_client_only_as_its_marker(monkeypatch):
+    monkeypatch.setenv("SERVED_TEST_KEY", SECRET)
+    KERNEL.configure(env_names=["SERVED_TEST_KEY"])
+
+    async def main() -> None:
+        async with served() as server, client(server) as c:
+            result = await c.call_tool("peek", {"key": "a"})
+            assert SECRET not in text(result) and "[secret $SERVED_TEST_KEY]" in text(result)
+
+    try:
+        run(main)
+    finally:
+        KERNEL.configure()
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic x"}])
+def test_a_request_without_the_token_gets_401_and_runs_nothing(headers: dict[str, str]):
+    async def main() -> None:
+        async with served() as server:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "peek", "arguments": {}}}
+            async with httpx2.AsyncClient() as http:
+                answer = await http.post(server.url, json=body, headers={
+                    **headers, "Accept": "application/json, text/event-stream"})
+            assert answer.status_code == 401 and server.rejected == 1
+            with pytest.raises(Exception):  # noqa: B017,PT011 - the SDK's own error for a 401
+                async with client(server, headers) as c:
+                    await c.list_tools()
+            assert ran == [] and server.session.calls == []
+
+    run(main)
+
+
+@pytest.mark.parametrize("extra", [{"Host": "evil.example:80"}, {"Origin": "http://evil.example"}])
+def test_another_host_or_origin_is_refused(extra: dict[str, str]):
+    async def main() -> None:
+        async with served() as server:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "peek", "arguments": {}}}
+            async with httpx2.AsyncClient() as http:
+                answer = await http.post(server.url, json=body, headers={
+                    **server.headers, **extra, "Accept": "application/json, text/event-stream"})
+            assert answer.status_code in (403, 421), answer.status_code
+            assert ran == []
+
+    run(main)
+
+
+def test_a_side_effecting_call_asks_and_a_denial_with_its_note_is_the_tools_error():
+    asked = []
+
+    def approve(call, tool):
+        asked.append(call.name)
+        return Decision(False, note="not today")
+
+    async def main() -> None:
+        async with served(approve) as server, client(server) as c:
+            result = await c.call_tool("change", {"text": "x"})
+            assert result.is_error and "not today" in text(result)
+            assert asked == ["change"] and ran == []
+
+    run(main)
+
+
+def test_the_guards_tell_the_client_then_refuse():
+    async def main() -> None:
+        async with served(guards=GuardConfig(repeat_limit=3)) as server, client(server) as c:
+            first = await c.call_tool("peek", {"key": "k"})
+            second = await c.call_tool("peek", {"key": "k"})
+            third = await c.call_tool("peek", {"key": "k"})
+            fourth = await c.call_tool("peek", {"key": "k"})
+            assert "note:" not in text(first)
+            assert "returned this same output 2 times" in text(second) and not second.is_error
+            assert "REPEATED_TOOL_CALL" in text(third)
+            assert fourth.is_error and text(fourth).startswith("refused: REPEATED_TOOL_CALL")
+            assert ran == ["peek k"] * 3  # the fourth never ran
+            other = await c.call_tool("peek", {"key": "other"})
+            assert not other.is_error
+
+    run(main)
+
+
+def test_the_tool_call_budget_ends_the_session():
+    async def main() -> None:
+        async with served(limits=Limits(max_tool_calls=2)) as server, client(server) as c:
+            await c.call_tool("peek", {"key": "a"})
+            await c.call_tool("peek", {"key": "b"})
+            third = await c.call_tool("peek", {"key": "c"})
+            assert third.is_error and "HIT_TOOL_CALL_CAP" in text(third)
+            assert server.session.ended.startswith("HIT_TOOL_CALL_CAP") and len(ran) == 2
+
+    run(main)
+
+
+def test_stop_cuts_the_running_call_and_the_client_gets_an_error_result():
+    stop = StopSignal()
+
+    async def main() -> None:
+        async with served(stop=stop) as server, client(server) as c:
+            asyncio.get_running_loop().call_later(0.5, stop.set, "stopped with the Stop button")
+            began = time.monotonic()
+            result = await c.call_tool("spin", {"seconds": 30})
+            assert time.monotonic() - began < 2
+            assert result.is_error and "aborted" in text(result) and "Stop" in text(result)
+            after = await c.call_tool("peek", {"key": "a"})
+            assert after.is_error and "ended" in text(after)
+
+    run(main)
+
+
+def test_the_clients_cancellation_cancels_the_call_and_the_next_one_runs():
+    async def main() -> None:
+        async with served() as server, client(server) as c:
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(c.call_tool("spin", {"seconds": 30}), 0.5)
+            await asyncio.sleep(0.3)
+            assert server.session.running is None
+            result = await c.call_tool("peek", {"key": "a"})
+            assert not result.is_error
+
+    run(main)
+
+
+def test_a_long_call_sends_progress():
+    seen: list[float] = []
+
+    async def main() -> None:
+        async with served() as server, client(server) as c:
+            async def progress(value: float, total: float | None, message: str | None) -> None:
+                seen.append(value)
+
+            result = await c.call_tool("spin", {"seconds": 2.5}, progress_callback=progress)
+            assert text(result) == "done spinning"
+
+    run(main)
+    assert len(seen) >= 2 and seen == sorted(seen)
+
+
+def test_the_record_keeps_every_call(tmp_path):
+    from agentkernel.record.transcript import Transcript
+
+    async def main() -> None:
+        transcript = Transcript(tmp_path / "s.jsonl")
+        async with served(transcript=transcript) as server, client(server) as c:
+            await c.call_tool("peek", {"key": "a"})
+            await c.call_tool("nosuch", {})
+            assert [(c.name, c.status) for c in server.session.calls] == [("peek", "ok"), ("nosuch", "error")]
+
+    run(main)
+    lines = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    assert lines[0]["event"] == "start" and lines[-1]["event"] == "end"
+    assert sum(1 for line in lines if line.get("event") == "item") == 4
