@@ -54,10 +54,10 @@ from .record import history as h
 from .record.context import CONTEXT_FRAME, Compaction, ContextView, estimate, item_tokens
 from .record.transcript import Transcript, transcript_dir
 from .result import LoopResult
-from .secrets import KERNEL, MARKER_START, SECRETS_FRAME
+from .secrets import KERNEL, MARKER_START, SECRETS_FRAME, redact_text
 from .skills import Skill, Skills, load_skill_tool, skills_prompt
 from .stop import StopSignal
-from .text import valid_text
+from .text import short, valid_text
 from .tools import Approver, Tool, ToolCall, ToolResult, ToolRunner, as_registry
 from .usage import Limits, Usage
 
@@ -70,8 +70,20 @@ If you cannot finish, say what you found so far and what you would still need.""
 ABORTED_OUTPUT = "aborted: the run was stopped before this call finished"
 
 UNCOUNTED_MARGIN = 1.5
-"""How much more input the cost budget allows for before the server has counted a request (characters / 4
-undercounts JSON and code)."""
+"""How many more tokens than characters / 4 the cost budget allows for before the server has counted a request, and
+an estimated response is counted with (characters / 4 undercounts JSON and code)."""
+
+COUNT_RANGE = 16
+"""A server's count of a request or a response that is more than this many times the view's estimate (characters /
+4), or less than this share of it, cannot be right: a tokenizer gives at most one token per UTF-8 byte (a character
+is at most four), and none packs 64 characters of text into a token."""
+
+USAGE_SLACK = 4096
+"""Tokens a server's count may hold beyond that (the special tokens of each message and tool, a small request's)."""
+
+MAX_RESPONSE_TOKENS = 1_000_000
+"""The most output tokens one response may be counted with when the loop knows no output cap (models write at most
+some 128k)."""
 
 YIELD_EVERY = 0.005
 """Seconds a run may go without letting the event loop run (when neither its model nor its tools ever wait)."""
@@ -243,7 +255,8 @@ class AgentLoop:
     async def _run(self, prompt: str | None) -> Trip:
         discover = getattr(self.model, "discover_context_window", None)
         if self.context.window is None and discover is not None:
-            self.context.window = await discover()
+            with contextlib.suppress(Exception):  # a model that cannot say: the window is learned from an overflow
+                self.context.window = await discover()
         if prompt:
             self.commit(h.user_message(prompt))
         return await self._rounds()
@@ -335,17 +348,23 @@ class AgentLoop:
         try:
             await self._stream_into(response, request)
         except (_Stopped, asyncio.CancelledError):  # cut short: the tokens it used still count
-            if response.usage is None:
-                self._count(self._estimated_usage(request, response), request.purpose == "turn", response)
-            self.usage.requests += 1
+            self._count(request, response)
             raise
-        self.usage.requests += 1
+        self._count(request, response)
         return response
 
     async def _stream_into(self, response: Response, request: ModelRequest) -> None:
         turn = request.purpose == "turn"
         async with contextlib.aclosing(self.model.stream(request)) as stream:  # an abort disconnects at once
-            async for event in stream:
+            while True:
+                try:
+                    event = await anext(stream)
+                except StopAsyncIteration:
+                    return
+                except ModelError:
+                    raise
+                except Exception as error:  # a model that fails its own way: the run ends with a message all the same
+                    raise ModelError(model_fault(self.model, error)) from error
                 if isinstance(event, TextDelta):
                     response.pieces.append(event.text)
                     if self.listeners and turn:  # validated for the listener; the history gets the
@@ -357,8 +376,8 @@ class AgentLoop:
                         self.listeners(event)
                 elif isinstance(event, FunctionCallEvent):
                     response.calls.append(event)
-                elif isinstance(event, UsageEvent):
-                    self._count(event, turn, response)
+                elif isinstance(event, UsageEvent):  # counted when the response ends (a later one replaces it)
+                    response.usage = event
                 elif isinstance(event, Truncation):
                     response.truncated = response.truncated or event.reason
                 elif isinstance(event, Thinking):
@@ -366,18 +385,58 @@ class AgentLoop:
 
     # -- usage and cost ---------------------------------------------------------------------------------------
 
-    def _count(self, event: UsageEvent, turn: bool, response: Response) -> None:
-        """Add a response's usage, priced, to the run's."""
-        response.usage = event
+    def _count(self, request: ModelRequest, response: Response) -> None:
+        """Add a response's usage (checked, else estimated), priced, to the run's."""
+        event = response.usage = self._checked_usage(request, response)
+        self.usage.requests += 1
         self.usage.add(event, None if self.price is None else self.price.cost(event))
-        if turn and self.reports_prompt and not event.estimated:
+        if request.purpose == "turn" and self.reports_prompt and not event.estimated:
             self.context.observe(event.input_tokens)
         self.emit(UsageUpdated, self.usage, event)
 
+    def _checked_usage(self, request: ModelRequest, response: Response) -> UsageEvent:
+        """The response's usage as the server reported it, when it can be right; else an estimate.
+
+        It can be right when it is :meth:`~UsageEvent.readable` and, from a server that counts the request, its
+        input and its output are each within :data:`COUNT_RANGE` times the view's estimate of what was sent and of
+        the text and calls streamed (the output may be more, up to twice the output cap sent, or
+        :data:`MAX_RESPONSE_TOKENS` with none known: reasoning is not streamed).
+        """
+        event = response.usage
+        if event is None or not event.readable():
+            return self._estimated_usage(request, response)
+        if not self.reports_prompt:  # a scripted model's counts are words: nothing to hold them against
+            return event
+        sent, streamed = self._request_tokens(request), self._streamed_tokens(response)
+        cap = self._output_cap(request)
+        most_out = MAX_RESPONSE_TOKENS if cap is None else 2 * cap + USAGE_SLACK
+        if (max(sent // COUNT_RANGE, 1) <= event.input_tokens <= COUNT_RANGE * sent + USAGE_SLACK
+                and streamed // COUNT_RANGE <= event.output_tokens <= most_out):
+            return event
+        return self._estimated_usage(request, response)
+
     def _estimated_usage(self, request: ModelRequest, response: Response) -> UsageEvent:
-        """A response cut before the server sent its usage: characters / 4 of what was sent and streamed."""
-        streamed = estimate(response.text) + sum(estimate(call.arguments) for call in response.calls)
-        return UsageEvent(self._request_tokens(request), streamed, estimated=True)
+        """A response without usage that can be right (or cut before it came): characters / 4 of what was sent and
+        streamed, with :meth:`_uncounted`'s room for the tokenizer; a response cut at the output cap used it all."""
+        streamed = self._uncounted(self._streamed_tokens(response))
+        cap = self._output_cap(request)
+        if cap is not None:
+            streamed = cap if response.truncated in OUTPUT_LIMIT_REASONS else min(streamed, cap)
+        return UsageEvent(self._uncounted(self._request_tokens(request)), streamed, estimated=True)
+
+    @staticmethod
+    def _streamed_tokens(response: Response) -> int:
+        return estimate(response.text) + sum(estimate(call.arguments) for call in response.calls)
+
+    def _output_cap(self, request: ModelRequest) -> int | None:
+        """The output cap the request was sent with, as far as the loop knows (the model's own and the budget's)."""
+        caps = [cap for cap in (getattr(self.model, "max_output_tokens", None), request.max_output_tokens) if cap]
+        return min(caps) if caps else None
+
+    def _uncounted(self, tokens: int) -> int:
+        """``tokens`` as the view estimates them, with room for a tokenizer that counts more than characters / 4
+        (:data:`UNCOUNTED_MARGIN`) until the server has counted a request of this view."""
+        return tokens if self.context.base is not None else math.ceil(UNCOUNTED_MARGIN * tokens)
 
     def _request_tokens(self, request: ModelRequest) -> int:
         """The input tokens of ``request`` as the context view estimates them."""
@@ -390,8 +449,7 @@ class AgentLoop:
         before the server's first count, with room for a tokenizer that counts more than characters / 4."""
         if not self.limits.max_cost:
             return None
-        estimated = input_tokens() if self.context.base is not None else math.ceil(UNCOUNTED_MARGIN * input_tokens())
-        return self.limits.check_cost(self.usage, self.price, estimated)
+        return self.limits.check_cost(self.usage, self.price, self._uncounted(input_tokens()))
 
     def _budget_cut(self, cap: int | None) -> bool:
         """Whether an output cap of ``cap`` was the cost budget's (lower than the model's own)."""
@@ -579,6 +637,14 @@ class AgentLoop:
         """Tell the listeners (if any) ``kind(*fields)``; the event is only built when someone listens."""
         if self.listeners:
             self.listeners(kind(*fields))
+
+
+def model_fault(model: Model, error: Exception) -> str:
+    """The message of a run ended by a model that raised something other than a :class:`ModelError`."""
+    name = getattr(model, "name", type(model).__name__)
+    secrets = getattr(model, "secrets", None)
+    text = f"the model {name} failed: {type(error).__name__}: {short(str(error), 200)}"
+    return redact_text(text, secrets() if callable(secrets) else ())
 
 
 def _shows_secret(item: h.Item) -> bool:

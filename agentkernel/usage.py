@@ -21,7 +21,8 @@ class Usage:
     ``input_tokens`` counts every input token, of which ``cache_read_tokens`` were read from the server's prompt
     cache and ``cache_write_tokens`` written to it; ``reasoning_tokens`` are part of ``output_tokens``.
     ``cost`` is in USD, ``None`` when the model's price is not known. ``estimated_requests`` counts the
-    responses cut short before the server sent their usage, whose tokens the loop estimated.
+    responses whose tokens the loop estimated: the server sent no usage that could be right (none, ``null``,
+    ``"12abc"``, ``-995``, ``10**12``), or none before the response was cut short.
     """
 
     input_tokens: int = 0
@@ -60,8 +61,16 @@ class Usage:
         parts = [f"{self.input_tokens:,} in" + (f" ({', '.join(cached)})" if cached else ""),
                  f"{self.output_tokens:,} out", "cost unknown" if self.cost is None else dollars(self.cost)]
         if self.estimated_requests:
-            parts.append(f"{self.estimated_requests} estimated")
+            parts.append(self.estimated_note)
         return " · ".join(parts)
+
+    @property
+    def estimated_note(self) -> str:
+        """``2 of 5 responses had no usable token count from the server; their tokens are estimated`` (or ``the
+        response had ...; its tokens ...``, ``all 3 responses had ...``)."""
+        n, of = self.estimated_requests, self.requests
+        which = "the response" if of == 1 else f"all {of} responses" if n == of else f"{n} of {of} responses"
+        return f"{which} had no usable token count from the server; {'its' if n == 1 else 'their'} tokens are estimated"
 
 
 def dollars(cost: float) -> str:

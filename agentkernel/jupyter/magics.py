@@ -41,6 +41,7 @@ from .exits import exit_refused
 from .kernel.notebook import ExecuteRequest
 from .kernel.notebook_tools import NotebookTools
 from .kernel.tools import KernelTools
+from .kernel.undo import undo_line
 from .mcp_servers import MCP_USAGE, KernelServers, prompt_arguments
 from .options import AgentOptions, merge, option_arguments, option_traits, split_line
 from .panel import PANEL_TEXT, Panel
@@ -286,6 +287,22 @@ class AgentMagics(Magics):
             raise UsageError(f"%agent_mcp takes only --mcp-config PATH as an option\n{MCP_USAGE}")
         action = rest.split()
         return (action[1:] if action[:1] == ["list"] else action), args.mcp_config or merge(args, self).mcp_config
+
+    @line_magic
+    def agent_undo(self, line: str) -> None:
+        """``%agent_undo [RUN_ID]``: take back the notebook changes of a run (by default the last run that changed
+        the notebook) in one step: the cells it added are removed, the cells it edited get their source back. A cell
+        changed since the run wrote it is left as it is and named. Works in JupyterLab and Notebook 7 with
+        agentkernel's extension, alone in its cell (it is awaited while the front end answers); elsewhere it says
+        why it cannot."""
+        assert self.shell is not None
+        why = "%autoawait is off (%autoawait on lets it wait)" if not self.shell.autoawait else \
+            "%agent_undo must be alone in its cell, which is then awaited"
+        print(f"cannot undo here: the front end's answers arrive only while the cell awaits, and {why}")
+
+    async def agent_undo_async(self, line: str) -> None:
+        """The awaited form of ``%agent_undo`` that the input transformer produces."""
+        print(await undo_line(self.shell, line))
 
     @contextlib.contextmanager
     def failed_start(self) -> Iterator[None]:
@@ -581,6 +598,8 @@ class AgentMagics(Magics):
         for image in run.record.images:
             display({WIDGET_VIEW: {"version_major": 2, "version_minor": 0, "model_id": ""}, **image.data},
                     metadata=image.metadata, raw=True)
+        if run.notebook.changes is not None and run.notebook.changes.cells:  # the extension's Undo button
+            display(run.notebook.changes.output(), raw=True)
         # ONE next input (a front end shows one): the cells add_cell queued where no extension answers, and the
         # code --cells could not write as cells
         left = run.cells_left if run.cells_left is not None else result.executed_code if run.cells else []

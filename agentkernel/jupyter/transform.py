@@ -7,8 +7,8 @@ while the cell runs. So before IPython's own transforms see the cell, this one r
     Summarize README.md
 
 into ``await get_ipython().magics_manager.registry['AgentMagics'].run_async('--max-iterations 5', '...')``.
-A one-line ``%agent prompt`` cell is rewritten the same way, and so is a cell holding only
-``%agent_mcp ...`` or ``%agent_serve ...``.
+A one-line ``%agent prompt`` cell is rewritten the same way, and so is a cell holding only ``%agent_mcp ...``,
+``%agent_serve ...`` or ``%agent_undo ...`` (they wait for MCP servers, a server's start or the notebook's front end).
 With autoawait off nothing is rewritten and the magic runs in its worker-thread fallback.
 """
 
@@ -21,8 +21,7 @@ from IPython import get_ipython
 _CELL = re.compile(r"^%%agent(?:\s+(?P<line>.*))?$")
 _LINE = re.compile(r"^%agent\s+(?P<line>.*\S)$")
 _HELP = re.compile(r"^%%?agent\s*\?{1,2}$")
-_MCP = re.compile(r"^%agent_mcp(?:\s+(?P<line>.*\S))?$")
-_SERVE = re.compile(r"^%agent_serve(?:\s+(?P<line>.*\S))?$")
+_AWAITED = re.compile(r"^%(?P<magic>agent_mcp|agent_serve|agent_undo)(?:\s+(?P<line>.*\S))?$")
 
 
 def rewrite_agent_cell(lines: list[str]) -> list[str]:
@@ -37,14 +36,10 @@ def rewrite_agent_cell(lines: list[str]) -> list[str]:
     body = "".join(lines[first + 1:])
     if _HELP.match(head.strip()):  # %%agent? asks for help: leave it to IPython
         return lines
-    mcp = _MCP.match(head.strip())
-    if mcp and not body.strip():  # %agent_mcp alone: awaited, so that it can start and stop servers
-        line = mcp.group("line") or ""
-        return [f"await get_ipython().magics_manager.registry['AgentMagics'].agent_mcp_async({line!r})\n"]
-    serve = _SERVE.match(head.strip())
-    if serve and not body.strip():  # %agent_serve alone: awaited, so that its server starts on the kernel's loop
-        line = serve.group("line") or ""
-        return [f"await get_ipython().magics_manager.registry['AgentMagics'].agent_serve_async({line!r})\n"]
+    awaited = _AWAITED.match(head.strip())
+    if awaited and not body.strip():  # %agent_mcp, %agent_serve or %agent_undo alone: awaited, so that it can wait
+        method, line = awaited.group("magic") + "_async", awaited.group("line") or ""
+        return [f"await get_ipython().magics_manager.registry['AgentMagics'].{method}({line!r})\n"]
     cell = _CELL.match(head.rstrip())
     if cell:
         line, text = cell.group("line") or "", body

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import os
+import sys
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -141,16 +142,27 @@ class ApiModel:
             stream = await opening
         except self.sdk_error as error:
             raise self._model_error(error) from None
+        except Exception as error:  # the SDK could not make the request (a transport error it let through, ...)
+            raise ModelError(self._redact(f"could not send the request to the model API at {self.base_url} "
+                                          f"({_named(error)})")) from None
         try:
             yield stream
+        except ModelError:  # the adapter's own
+            raise
         except self.sdk_error as error:
             raise self._model_error(error) from None
         except json.JSONDecodeError as error:  # the SDK parses each SSE data line as JSON
             raise ModelError(self._redact(f"the model API at {self.base_url} sent stream data that is not JSON: "
                                           f"{short(error.doc, 80)!r}")) from None
+        except _transport_errors() as error:  # the anthropic SDK lets a connection cut mid-stream through as it is
+            raise ModelError(self._redact(f"lost the connection to the model API at {self.base_url} in the middle "
+                                          f"of its answer ({_named(error)})")) from None
         except (AttributeError, KeyError, TypeError, ValueError) as error:  # JSON, but not the shape of an event
             raise ModelError(self._redact(f"the model API at {self.base_url} sent a stream event this adapter "
-                                          f"cannot read ({type(error).__name__}: {short(str(error), 120)})")) from None
+                                          f"cannot read ({_named(error)})")) from None
+        except Exception as error:  # anything else: the run still ends with a message, never an exception
+            raise ModelError(self._redact(f"the model API at {self.base_url} failed in the middle of its answer "
+                                          f"({_named(error)})")) from None
         finally:
             await stream.close()  # type: ignore[attr-defined]
 
@@ -235,7 +247,8 @@ class ApiModel:
         if isinstance(settings, dict) and _positive(settings.get("n_ctx")):
             return settings["n_ctx"]
         models = await asyncio.to_thread(_get_json, f"{self.api_url}/models")  # vLLM, llama.cpp's meta
-        cards = [card for card in models.get("data") or [] if isinstance(card, dict)]
+        data = models.get("data")
+        cards = [card for card in data if isinstance(card, dict)] if isinstance(data, list) else []
         ours = [card for card in cards if card.get("id") == self.model] or cards[:1] * (len(cards) == 1)
         for card in ours:
             meta = card["meta"] if isinstance(card.get("meta"), dict) else {}
@@ -274,6 +287,18 @@ class InputCache:
         return list(self.converted)
 
 
+def _named(error: BaseException) -> str:
+    """``RemoteProtocolError: peer closed connection ...``, cut short."""
+    return f"{type(error).__name__}: {short(str(error), 120)}"
+
+
+def _transport_errors() -> tuple[type[Exception], ...]:
+    """The transport errors of the HTTP clients the SDKs use (``httpx2``, ``httpx``), of those already imported:
+    nothing here imports them."""
+    modules = (sys.modules.get(name) for name in ("httpx2", "httpx"))
+    return tuple(module.TransportError for module in modules if module is not None)
+
+
 def _was_retried(response: Any) -> bool:
     """Whether the SDK retries an answer like this one (its own rule: the header first, then the status)."""
     should = response.headers.get("x-should-retry")
@@ -288,7 +313,7 @@ def _get_json(url: str, timeout: float = 2.0) -> dict[str, Any]:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as answer:
             value = json.load(answer)
-    except (OSError, ValueError):  # URLError and HTTPError are OSErrors
+    except (OSError, ValueError, RecursionError):  # URLError and HTTPError are OSErrors; RecursionError: too deep
         return {}
     return value if isinstance(value, dict) else {}
 

@@ -32,6 +32,7 @@ from .base import (
     Thinking,
     Truncation,
     UsageEvent,
+    is_count,
     text_delta,
 )
 from .providers import ANTHROPIC, Provider, anthropic_root, same_url
@@ -76,7 +77,7 @@ def _arguments(arguments: str | None) -> dict[str, Any]:
     the tool's output already told the model what was wrong with them)."""
     try:
         value = json.loads(arguments or "{}")
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # RecursionError: nested too deeply to read
         return {}
     return value if isinstance(value, dict) else {}
 
@@ -257,13 +258,13 @@ class AnthropicMessagesModel(ApiModel):
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         opening = self.client.messages.create(stream=True, **cast(Any, self.request_options(request)))
         blocks: dict[int, _Block] = {}
-        usage: dict[str, int] = {}
+        usage: dict[str, Any] = {}
         stop: str | None = None
         ended = False
         async with self._api_stream(opening) as events:
             async for event in events:
                 if isinstance(event, RawMessageStartEvent):
-                    _read_usage(usage, event.message.usage)
+                    _read_usage(usage, getattr(event.message, "usage", None), "output_tokens")
                 elif isinstance(event, RawContentBlockStartEvent):
                     fields: dict[str, Any] = event.content_block.model_dump()
                     started = blocks[event.index] = _Block(
@@ -293,7 +294,7 @@ class AnthropicMessagesModel(ApiModel):
                         yield FunctionCallEvent(current.call_id, current.name, current.arguments or current.start_input)
                 elif isinstance(event, RawMessageDeltaEvent):
                     stop = event.delta.stop_reason or stop
-                    _read_usage(usage, event.usage)
+                    _read_usage(usage, getattr(event, "usage", None))
                 elif isinstance(event, RawMessageStopEvent):
                     ended = True
         kept = [block for block in (b.kept() for _, b in sorted(blocks.items())) if block is not None]
@@ -314,16 +315,19 @@ def _custom_header_names() -> list[str]:
     return [line.split(":", 1)[0].strip() for line in lines if ":" in line]
 
 
-def _read_usage(usage: dict[str, int], reported: Any) -> None:
-    """Fold the usage a stream event reports into ``usage`` (``message_delta`` repeats and updates
-    ``message_start``'s counts; a field it leaves out keeps its earlier value)."""
+def _read_usage(usage: dict[str, Any], reported: object, *skip: str) -> None:
+    """Fold the usage a stream event reports into ``usage``, as it came (the loop checks it): ``message_delta``
+    repeats and updates ``message_start``'s counts; a field it leaves out (or sends as ``null``) keeps its earlier
+    value. ``skip``: fields not read (``message_start``'s ``output_tokens`` is a placeholder, 1)."""
     for name in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
         value = getattr(reported, name, None)
-        if isinstance(value, int):
+        if value is not None and name not in skip:
             usage[name] = value
 
 
-def _usage_event(usage: dict[str, int]) -> UsageEvent:
-    read, written = usage.get("cache_read_input_tokens", 0), usage.get("cache_creation_input_tokens", 0)
-    return UsageEvent(input_tokens=usage.get("input_tokens", 0) + read + written,
-                      output_tokens=usage.get("output_tokens", 0), cache_read_tokens=read, cache_write_tokens=written)
+def _usage_event(usage: dict[str, Any]) -> UsageEvent:
+    fresh, read, written = (usage.get(name, 0) for name in ("input_tokens", "cache_read_input_tokens",
+                                                            "cache_creation_input_tokens"))
+    total: Any = fresh + read + written if all(map(is_count, (fresh, read, written))) else None  # None: no count
+    output: Any = usage.get("output_tokens")
+    return UsageEvent(input_tokens=total, output_tokens=output, cache_read_tokens=read, cache_write_tokens=written)

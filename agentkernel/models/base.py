@@ -72,8 +72,10 @@ class UsageEvent:
     included (Anthropic reports them apart: its adapter adds them in); ``cache_read_tokens`` (OpenAI's
     ``cached_tokens``, Anthropic's ``cache_read_input_tokens``) and ``cache_write_tokens`` (Anthropic's
     ``cache_creation_input_tokens``) say how many of them; ``reasoning_tokens`` how many of ``output_tokens`` the
-    model spent reasoning, where reported. ``estimated``: the server sent no usage (the response was cut short) and
-    the loop estimated it from the characters sent and streamed.
+    model spent reasoning, where reported. An adapter passes the server's numbers on as they came (a server may send
+    ``"12abc"`` or ``-995``) and sends no event when the server sent no usage; the loop checks them (:meth:`readable`
+    and the request's size). ``estimated``: the loop estimated the response's usage from the characters sent and
+    streamed, because the server sent none that could be right, or none before the response was cut short.
     """
 
     input_tokens: int = 0
@@ -86,6 +88,26 @@ class UsageEvent:
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+    def readable(self) -> bool:
+        """Whether every count is a token count (:func:`is_count`), the cached tokens within the input and the
+        reasoning tokens within the output."""
+        counts = (self.input_tokens, self.output_tokens, self.cache_read_tokens, self.cache_write_tokens,
+                  self.reasoning_tokens)
+        return (all(map(is_count, counts)) and self.cache_read_tokens + self.cache_write_tokens <= self.input_tokens
+                and self.reasoning_tokens <= self.output_tokens)
+
+
+def is_count(value: object) -> bool:
+    """Whether ``value`` is a token count as a server should send one: an ``int`` (not a ``bool``) of 0 or more."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def reported(usage: object, name: str, absent: Any = None) -> Any:
+    """The field ``name`` of a server's usage object as it came (the loop checks it), ``absent`` when the server left
+    it out or sent ``null``: an adapter passes on whatever a server sends, never failing on it."""
+    value = getattr(usage, name, None)
+    return absent if value is None else value
 
 
 @dataclass

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from openai import omit
-from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam, ChatCompletionToolUnionParam
 from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
@@ -23,6 +22,7 @@ from .base import (
     ModelRequest,
     Truncation,
     UsageEvent,
+    reported,
     text_delta,
 )
 
@@ -141,7 +141,7 @@ class OpenAIChatModel(OpenAIModelBase):
             **self.sampling_options(self.output_cap_field, request),
         )
         calls: dict[int, _PartialCall] = {}
-        usage: CompletionUsage | None = None
+        usage: object = None
         finish: str | None = None
         async with self._api_stream(opening) as chunks:
             async for chunk in chunks:
@@ -184,8 +184,8 @@ def _add_piece(calls: dict[int, _PartialCall], piece: ChoiceDeltaToolCall) -> in
     return index
 
 
-def _usage(usage: CompletionUsage) -> UsageEvent:
-    cached = usage.prompt_tokens_details.cached_tokens if usage.prompt_tokens_details else 0
-    reasoning = usage.completion_tokens_details.reasoning_tokens if usage.completion_tokens_details else 0
-    return UsageEvent(input_tokens=usage.prompt_tokens or 0, output_tokens=usage.completion_tokens or 0,
-                      cache_read_tokens=cached or 0, reasoning_tokens=reasoning or 0)
+def _usage(usage: object) -> UsageEvent:
+    prompt, completion = reported(usage, "prompt_tokens_details"), reported(usage, "completion_tokens_details")
+    return UsageEvent(input_tokens=reported(usage, "prompt_tokens"), output_tokens=reported(usage, "completion_tokens"),
+                      cache_read_tokens=reported(prompt, "cached_tokens", 0),
+                      reasoning_tokens=reported(completion, "reasoning_tokens", 0))

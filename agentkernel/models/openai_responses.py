@@ -17,7 +17,6 @@ from openai.types.responses import (
     ResponseOutputItemAddedEvent,
     ResponseOutputItemDoneEvent,
     ResponseTextDeltaEvent,
-    ResponseUsage,
     ToolParam,
 )
 
@@ -32,6 +31,7 @@ from .base import (
     ModelRequest,
     Truncation,
     UsageEvent,
+    reported,
     text_delta,
 )
 
@@ -109,7 +109,8 @@ class OpenAIResponsesModel(OpenAIModelBase):
                         yield FunctionCallEvent(call_id=item.call_id, name=item.name, arguments=item.arguments or "")
                 elif isinstance(event, ResponseCompletedEvent | ResponseIncompleteEvent):
                     ended = True
-                    yield _usage(event.response.usage)
+                    if event.response.usage is not None:  # none (``null``): the loop estimates it
+                        yield _usage(event.response.usage)
                     if isinstance(event, ResponseIncompleteEvent):
                         for call in writing.values():  # cut while being written: recorded, never run
                             yield FunctionCallEvent(call_id=call.call_id, name=call.name, arguments=call.arguments)
@@ -128,10 +129,8 @@ class OpenAIResponsesModel(OpenAIModelBase):
                              "was complete (the connection was cut?)")
 
 
-def _usage(usage: ResponseUsage | None) -> UsageEvent:
-    if usage is None:
-        return UsageEvent()
-    cached = usage.input_tokens_details.cached_tokens if usage.input_tokens_details else 0
-    reasoning = usage.output_tokens_details.reasoning_tokens if usage.output_tokens_details else 0
-    return UsageEvent(input_tokens=usage.input_tokens or 0, output_tokens=usage.output_tokens or 0,
-                      cache_read_tokens=cached or 0, reasoning_tokens=reasoning or 0)
+def _usage(usage: object) -> UsageEvent:
+    details, output = reported(usage, "input_tokens_details"), reported(usage, "output_tokens_details")
+    return UsageEvent(input_tokens=reported(usage, "input_tokens"), output_tokens=reported(usage, "output_tokens"),
+                      cache_read_tokens=reported(details, "cached_tokens", 0),
+                      reasoning_tokens=reported(output, "reasoning_tokens", 0))

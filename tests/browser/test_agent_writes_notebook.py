@@ -3,7 +3,10 @@ Chromium: a scripted model reads the notebook (the Markdown cell above the agent
 Markdown and a code cell after Approve (below the agent's cell, in order, saved with ``metadata.agentkernel``),
 edits a user's cell after Approve (the editor shows the new source; one undo restores the old), is denied an edit
 with a note (the cell unchanged, the note reaches the model), and is refused an edit of a cell the user changed
-after the read. The kernel-level twin, the front end played in Python, is tests/test_notebook_comm.py.
+after the read. Undo: a run adds two cells and edits one (its execution count cleared), the user edits another cell,
+and the record's Undo button takes the run back (the user's edit stays); where the user edited a cell the run
+changed, the undo leaves and names it. The kernel-level twins, the front end played in Python, are
+tests/kernel/test_notebook_comm.py and tests/kernel/test_agent_undo.py.
 
 The extension must be built into ``agentkernel/labextension`` (``pip install -e .``, or ``jlpm build``).
 Screenshots: artifacts/browser/agent-writes-*.
@@ -53,6 +56,11 @@ NOTEBOOKS: dict[str, list[tuple[str, str, str]]] = {
     "changed.ipynb": [("code", "setup", setup(READ, EDIT)), ("code", "user", "y = 1"),
                       ("code", "agent", "%%agent -m m\nChange y."), ("code", "show", SHOW)],
 }
+WRITES = setup(READ, "Call('add_cell', {'source': '## Findings\\nPune.', 'cell_type': 'markdown'})",
+               "Call('add_cell', {'source': 'total = y + 1'})", EDIT)
+for name in ("undo.ipynb", "undo-changed.ipynb"):
+    NOTEBOOKS[name] = [("code", "setup", WRITES), ("code", "user", "y = 1"), ("code", "mine", "z = 1"),
+                       ("code", "agent", "%%agent -m m --allow-writes\nWrite it down.")]
 
 
 @pytest.fixture(autouse=True)
@@ -153,3 +161,63 @@ def test_an_edit_of_a_cell_the_user_changed_after_the_read_is_refused(open_noteb
     expect(editor(nb, 1)).to_have_text("y = 1  # mine")
     shot(nb, lab_server, "refused", 2)
     assert "not edited: cell user changed since it was read" in outputs(nb, 3)
+
+
+def run_the_writing_agent(nb: NotebookPage, lab_server: LabServer, name: str) -> None:
+    """Run setup, the user's cell and the agent (two cells added below it, the user's cell edited)."""
+    nb.run_and_wait(0, 60)
+    nb.run_and_wait(1)
+    nb.run_and_wait(3, 60)
+    expect(nb.page.locator(".jp-Notebook .jp-Cell")).to_have_count(6)
+    expect(editor(nb, 1)).to_have_text("y = 2")
+    expect(nb.prompt(1)).to_have_text(re.compile(r"^\[ \]:$"))  # its outputs were made by the old source
+    expect(nb.output(3).get_by_role("button", name="Undo this run's notebook changes")).to_be_visible()
+    shot(nb, lab_server, f"{name}-1-written", 3)
+
+
+def type_into(nb: NotebookPage, index: int, text: str) -> None:
+    editor(nb, index).click()
+    nb.page.keyboard.press("End")
+    nb.page.keyboard.type(text)
+
+
+def click_undo(nb: NotebookPage) -> Any:
+    nb.output(3).get_by_role("button", name="Undo this run's notebook changes").click()
+    line = nb.output(3).locator(".jp-agentkernel-undo-line")
+    expect(line).not_to_have_text(re.compile(r"^(run |undoing)"), timeout=30_000)
+    return line
+
+
+def test_undo_takes_the_run_back_in_one_click_and_keeps_the_users_edit(open_notebook: OpenNotebook,
+                                                                        lab_server: LabServer) -> None:
+    nb = open_notebook("undo.ipynb")
+    run_the_writing_agent(nb, lab_server, "undo")
+    type_into(nb, 2, "  # the user's")  # the user edits a cell the run did not touch
+    line = click_undo(nb)
+    expect(line).to_have_text(re.compile(r"^undid run \w{12}: removed 2 added cells, restored 1 edited cell$"))
+    expect(nb.output(3).get_by_role("button", name="Undo this run's notebook changes")).to_be_disabled()
+    expect(nb.page.locator(".jp-Notebook .jp-Cell")).to_have_count(4)
+    expect(editor(nb, 1)).to_have_text("y = 1")
+    expect(nb.prompt(1)).to_have_text(re.compile(r"^\[\d+\]:$"))  # its outputs are the old source's again
+    expect(editor(nb, 2)).to_have_text("z = 1  # the user's")
+    shot(nb, lab_server, "undo-2-undone", 3)
+    nb.page.keyboard.press("Control+s")
+    saved = wait_saved(lab_server.root / "undo.ipynb",
+                       lambda s: len(s.cells) == 4 and s.cells[1].source == "y = 1" and s.cells[2].source != "z = 1")
+    assert [c.source for c in saved.cells[1:3]] == ["y = 1", "z = 1  # the user's"]
+    assert "agentkernel" not in saved.cells[1].metadata and isinstance(saved.cells[1].execution_count, int)
+
+
+def test_undo_leaves_and_names_a_cell_the_user_changed_after_the_run(open_notebook: OpenNotebook,
+                                                                      lab_server: LabServer) -> None:
+    nb = open_notebook("undo-changed.ipynb")
+    run_the_writing_agent(nb, lab_server, "undo-changed")
+    type_into(nb, 1, "  # mine now")  # the user edits the cell the run changed
+    line = click_undo(nb)
+    expect(line).to_have_text(re.compile(r"^undid part of run \w+: removed 2 added cells; left as they are, changed "
+                                         r"since the run wrote them: cell user \(y = 2  # mine now\) "))
+    expect(nb.output(3).get_by_role("button", name="Undo this run's notebook changes")).to_be_enabled()
+    expect(nb.page.locator(".jp-Notebook .jp-Cell")).to_have_count(4)
+    expect(editor(nb, 1)).to_have_text("y = 2  # mine now")
+    shot(nb, lab_server, "undo-changed-2-named", 3)
+

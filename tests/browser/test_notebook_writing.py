@@ -95,6 +95,23 @@ NOTEBOOKS: dict[str, list[tuple[str, str, str]]] = {
                           "    source='x = 1', metadata=meta(2))\n"
                           "show(changed=changed, missing=missing)"),
     ],
+    "restore.ipynb": [
+        ("code", "setup", SETUP + META),
+        ("code", "user", OLD),
+        ("markdown", "notes", "## Notes"),
+        ("code", "agent", f"replaced = await front_end.ask('replace', cell_id='user',\n"
+                          f"    expected_source={OLD!r}, source={NEW!r}, metadata=meta(1))\n"
+                          "added = await front_end.ask('insert', after=cell_id(), cell_type='code',\n"
+                          "    source='x = 1', metadata=meta(2))\n"
+                          "restored = await front_end.ask('restore', cells=[\n"
+                          "    {'cell_id': added['cell_id'], 'expected_source': 'x = 1', 'source': None},\n"
+                          f"    {{'cell_id': 'user', 'expected_source': {NEW!r}, 'source': {OLD!r},\n"
+                          "     'execution_count': replaced['old_execution_count'],\n"
+                          "     'metadata': replaced['old_metadata']},\n"
+                          "    {'cell_id': 'notes', 'expected_source': '## Notes (the run)', 'source': 'x'},\n"
+                          "    {'cell_id': 'ghost', 'expected_source': '', 'source': None}])\n"
+                          "show(replaced=replaced, added=added, restored=restored)"),
+    ],
     "restart.ipynb": [
         ("code", "setup", SETUP),
         ("code", "agent", "show(hello=await front_end.ask('hello'), read=await front_end.ask('read'))"),
@@ -245,7 +262,8 @@ def test_replace_shows_the_new_source_and_one_undo_restores_the_old(open_noteboo
     nb.run_and_wait(0)
     assert cell_of(nb, "user")["can_undo"] is False
     got = replies(nb, 3)
-    assert got["replaced"] == {"request_id": got["replaced"]["request_id"], "ok": True, "old_source": OLD}
+    assert got["replaced"] == {"request_id": got["replaced"]["request_id"], "ok": True, "old_source": OLD,
+                               "old_execution_count": None, "old_metadata": {"agentkernel": None}}
     assert got["notes"]["ok"] is True and got["notes"]["old_source"] == "## Title 🙂\nSome notes."
     expect(nb.cell(2).locator("h2")).to_have_text(re.compile(r"^Title 🙃"))  # the rendered markdown follows
     assert cell_of(nb, "notes")["source"] == "## Title 🙃\nSome notes."  # no surrogate pair split
@@ -304,3 +322,34 @@ def test_the_front_end_answers_after_a_kernel_restart_and_a_change_of_kernel(ope
     nb.wait_idle()
     ask()
     nb.shot(prefix(lab_server, "after-kernel-change"), 1)
+
+
+def test_restore_takes_a_runs_cells_back_and_leaves_a_changed_one(open_notebook: OpenNotebook,
+                                                                   lab_server: LabServer) -> None:
+    nb = open_notebook("restore.ipynb")
+    nb.run_and_wait(0)
+    nb.run_and_wait(1)  # the user's cell has run: it has an execution count
+    count = cell_of(nb, "user")["execution_count"]
+    got = replies(nb, 3)
+    replaced, restored = got["replaced"], got["restored"]
+    assert replaced["old_execution_count"] == count and replaced["old_metadata"] == {"agentkernel": None}
+    assert restored == {"request_id": restored["request_id"], "ok": True, "removed": [got["added"]["cell_id"]],
+                        "restored": ["user"], "changed": [{"cell_id": "notes", "source": "## Notes"}],
+                        "missing": ["ghost"]}
+    state = model(nb)
+    assert [c["id"] for c in state["cells"]] == ["setup", "user", "notes", "agent"]
+    user = cell_of(nb, "user")
+    assert user["source"] == OLD and user["execution_count"] == count  # not run since: its count is back
+    assert "agentkernel" not in user["metadata"]
+    assert cell_of(nb, "notes")["source"] == "## Notes"  # not what the run wrote: left as it is
+    expect(nb.page.locator(".jp-Notebook .jp-Cell")).to_have_count(4)
+    expect(editor(nb, 1)).to_have_text(OLD.replace("\n", ""))
+    nb.shot(prefix(lab_server, "restore"), 1)
+
+    editor(nb, 1).click()  # the cell's undo stack holds the edit and the restore, each one step, text intact
+    nb.page.keyboard.press("Control+z")
+    expect(editor(nb, 1)).to_have_text(NEW.replace("\n", ""))
+    nb.page.keyboard.press("Control+z")
+    expect(editor(nb, 1)).to_have_text(OLD.replace("\n", ""))
+    assert cell_of(nb, "user")["source"] == OLD
+

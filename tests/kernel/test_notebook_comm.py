@@ -14,12 +14,12 @@ from __future__ import annotations
 import html
 import re
 import time
-from collections.abc import Callable
 from typing import Any
 
-from kernel_client import Cell, KernelSession, kernel_fixtures
+from fake_notebook import FakeNotebook, code_cell
+from kernel_client import KernelSession, kernel_fixtures
 
-from agentkernel.jupyter.kernel.notebook import COMM_TARGET, HELLO_TIMEOUT
+from agentkernel.jupyter.kernel.notebook import HELLO_TIMEOUT
 
 SETUP = """\
 %reset -f
@@ -41,104 +41,6 @@ def call_ids(name):
 """
 
 session, kernel = kernel_fixtures("notebook_comm", SETUP)
-
-
-def code_cell(cell_id: str, source: str, count: int | None = None, error: bool = False, out: str = "") -> dict:
-    return {"id": cell_id, "cell_type": "code", "source": source, "execution_count": count, "has_error": error,
-            "outputs_text": out, "metadata_agentkernel": None}
-
-
-class FakeNotebook:
-    """agentkernel's front-end extension, played by the test: it answers the kernel's requests from ``cells``."""
-
-    def __init__(self, kernel: KernelSession, cells: list[dict[str, Any]], *, close: bool = False):
-        self.kernel = kernel
-        self.cells = cells
-        self.close = close  # answer the comm_open with comm_close, as JupyterLab without the extension does
-        self.requests: list[dict[str, Any]] = []
-        self.comms: set[str] = set()
-        self.handled: set[str] = set()
-        self.after_read: Callable[[], None] | None = None  # what the user does once the model has read
-        self.made = 0
-        self.active = "agent"  # the user's active cell
-        self.panel = True  # False: the extension finds no notebook panel for this kernel
-
-    def submit(self, code: str, cell_id: str = "agent") -> Cell:
-        """Send the agent's cell as JupyterLab does: an execute_request with ``metadata.cellId``."""
-        content = {"code": code, "silent": False, "store_history": True, "user_expressions": {},
-                   "allow_stdin": False, "stop_on_error": True}
-        msg = self.kernel.kc.session.msg("execute_request", content, metadata={"cellId": cell_id})
-        self.kernel.kc.shell_channel.send(msg)
-        return Cell(self.kernel, msg["header"]["msg_id"], code)
-
-    def serve_until(self, cell: Cell, done: Callable[[], bool], timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while not done():
-            assert time.monotonic() < deadline, f"timed out\n{cell.describe()}"
-            self.kernel.pump(0.02)
-            self.serve(cell)
-
-    def run(self, cell: Cell, timeout: float = 30) -> Cell:
-        self.serve_until(cell, lambda: cell.done, timeout)
-        assert cell.status == "ok" and not cell.errors, cell.describe()
-        return cell
-
-    def serve(self, cell: Cell) -> None:
-        for msg in cell.messages:
-            content = msg["content"]
-            if msg["header"]["msg_id"] in self.handled:
-                continue
-            if msg["msg_type"] == "comm_open" and content.get("target_name") == COMM_TARGET:
-                self.comms.add(content["comm_id"])
-                if self.close:
-                    self.send("comm_close", {"comm_id": content["comm_id"], "data": {}})
-                    continue
-            elif not (msg["msg_type"] == "comm_msg" and content["comm_id"] in self.comms):
-                continue
-            self.handled.add(msg["header"]["msg_id"])
-            request = content["data"]
-            self.requests.append(request)
-            reply = {"request_id": request["request_id"], **self.answer(request)}
-            self.send("comm_msg", {"comm_id": content["comm_id"], "data": reply})
-            if request["op"] == "read" and self.after_read is not None:
-                after, self.after_read = self.after_read, None
-                after()  # (which may set the next one)
-
-    def send(self, msg_type: str, content: dict[str, Any]) -> None:
-        self.kernel.kc.shell_channel.send(self.kernel.kc.session.msg(msg_type, content))
-
-    def answer(self, request: dict[str, Any]) -> dict[str, Any]:
-        op = request["op"]
-        if not self.panel:
-            return {"ok": False, "reason": "error", "error": "no notebook panel has this kernel"}
-        if op == "hello":
-            return {"ok": True, "front_end": "jupyterlab", "version": "0.1.0", "can_edit": True}
-        if op == "read":
-            return {"ok": True, "path": "study.ipynb", "active_cell_id": self.active, "cells": self.cells}
-        ids = [c["id"] for c in self.cells]
-        wanted = request["after"] if op == "insert" else request["cell_id"]
-        if wanted not in ids:
-            return {"ok": False, "reason": "missing", "error": f"no cell with id {wanted!r}"}
-        if op == "insert":
-            self.made += 1
-            cell = {**code_cell(f"new-{self.made}", request["source"]), "cell_type": request["cell_type"],
-                    "metadata": request["metadata"]}
-            index = ids.index(wanted) + 1
-            self.cells.insert(index, cell)
-            return {"ok": True, "cell_id": cell["id"], "index": index}
-        cell = self.cells[ids.index(wanted)]
-        if cell["source"] != request["expected_source"]:
-            return {"ok": False, "reason": "changed", "error": "the cell changed since it was read",
-                    "source": cell["source"]}
-        old, cell["source"], cell["metadata"] = cell["source"], request["source"], request["metadata"]
-        return {"ok": True, "old_source": old}
-
-    def cell(self, cell_id: str) -> dict[str, Any]:
-        return next(c for c in self.cells if c["id"] == cell_id)
-
-    @property
-    def ops(self) -> list[str]:
-        return [r["op"] for r in self.requests]
 
 
 def study(agent_code: str) -> list[dict[str, Any]]:

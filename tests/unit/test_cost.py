@@ -209,7 +209,7 @@ def test_a_response_cut_by_stop_counts_with_estimated_usage():
     assert result.status == "aborted" and usage.requests == 1 and usage.estimated_requests == 1
     assert 0 < usage.output_tokens <= len("".join(text)) // 4 and usage.input_tokens > 100  # the system prompt
     assert usage.cost == pytest.approx((usage.input_tokens + usage.output_tokens) / 1e6)
-    assert usage.line.endswith(" · 1 estimated")
+    assert usage.line.endswith(" · the response had no usable token count from the server; its tokens are estimated")
 
 
 def test_a_response_cut_by_the_wall_clock_counts_with_estimated_usage():
@@ -353,3 +353,27 @@ def test_anthropic_cache_reads_and_writes_are_read_and_priced_with_genai_prices(
                          .total_price) for t, r, w in server.measured)
     assert usage.cost == pytest.approx(expected, rel=1e-9)
     assert "cache writes" in usage.line
+
+
+def test_estimated_responses_are_counted_in_words_in_the_line_the_panel_and_the_summary():
+    from agentkernel.result import LoopResult
+
+    def usage(estimated: int, requests: int) -> Usage:
+        used = Usage(cost=0.0, requests=requests)
+        for n in range(requests):
+            used.add(UsageEvent(100, 10, estimated=n < estimated), 0.001)
+        return used
+
+    note = "no usable token count from the server;"
+    assert usage(0, 3).line == "300 in · 30 out · $0.0030"
+    assert usage(1, 1).line.endswith(f" · the response had {note} its tokens are estimated")
+    assert usage(1, 5).line.endswith(f" · 1 of 5 responses had {note} its tokens are estimated")
+    assert usage(2, 5).line.endswith(f" · 2 of 5 responses had {note} their tokens are estimated")
+    assert usage(3, 3).line.endswith(f" · all 3 responses had {note} their tokens are estimated")
+    panel = Panel(Limits(max_cost=0.05), StopSignal())
+    panel(UsageUpdated(usage(2, 5)))
+    panel.refresh()
+    assert f"2 of 5 responses had {note} their tokens are estimated" in panel.status.value
+    result = LoopResult("complete", "done", [], usage=usage(2, 5), rounds=5)
+    assert result.summary.endswith(f"Used {usage(2, 5).line}.")
+    assert render_text(result, RunRecord()).splitlines()[0].endswith("their tokens are estimated")

@@ -172,10 +172,12 @@ def test_one_model_object_serves_several_event_loops():
 
 def test_a_tool_round_trip_through_run_sends_the_calls_and_outputs_back():
     calls = [("call_a", "lookup", '{"word": "cat"}'), ("call_b", "lookup", '{"word": "dog"}')]
-    with ScriptedServer(Reply(responses_events([], calls)), Reply(responses_events(["Both found."]))) as server:
+    replies = (Reply(responses_events([], calls, usage=(300, 20))),
+               Reply(responses_events(["Both found."], usage=(400, 5))))
+    with ScriptedServer(*replies) as server:
         result = asyncio.run(run("define cat and dog", model=model(server), tools=[lookup_tool()]))
     assert result.status == "complete" and result.answer == "Both found."
-    assert result.usage.input_tokens == 20 and result.usage.requests == 2
+    assert result.usage.input_tokens == 700 and result.usage.requests == 2 and not result.usage.estimated_requests
     validate_history(result.history)
     second = server.requests[1].body["input"]
     assert second[1:] == [

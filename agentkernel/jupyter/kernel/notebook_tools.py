@@ -11,7 +11,8 @@ this front end cannot edit. The model is told once per run that no extension ans
 expects: a cell the user changed since is refused, never overwritten. The model reads sources redacted; a marker
 it keeps where the cell held that secret gets the value back when the cell is written, and a marker anywhere else
 (in ``add_cell`` too) is refused (:func:`agentkernel.secrets.restore`): no cell is written with a marker over a
-secret.
+secret. Every cell a run adds or edits is logged (:mod:`.undo`), so that ``%agent_undo`` and the Undo buttons can
+take the run's changes back.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ...secrets import MARKERS, MisplacedMarker, redact_text, restore
 from ...text import cut, load_arguments
 from ...tools import MAX_OUTPUT_CHARS, Tool, ToolCall, ToolContext, ToolError, tool
 from .notebook import ExecuteRequest, NotebookBridge, NotebookUnavailable
+from .undo import ChangeLog, RunChanges
 
 if TYPE_CHECKING:
     from .cells import Cell, FrontEnd, Reading
@@ -65,6 +67,10 @@ class NotebookTools:
         self.asked = False  # whether this run said hello
         self.told = False  # whether the model was told that no extension answers
         self.seen: dict[str, Seen] = {}
+        self.types: dict[str, str] = {}  # the cell type of each cell read or added, by id
+        self.log = ChangeLog.of(shell)
+        self.changes: RunChanges | None = None
+        """The cells this run added or edited (None until it changes one)."""
         self.anchor = ""  # the last cell this run put at the default place: the next one goes below it
         self.agent_cell = request.cell_id
         self.queued: list[tuple[str, str]] = []  # (cell_type, source) of add_cell calls with no extension
@@ -138,6 +144,8 @@ class NotebookTools:
         if not after or after == self.anchor:
             self.anchor = cell_id
         self.seen[cell_id] = Seen(source, True)
+        self.types[cell_id] = cell_type
+        self.run_log(ctx.run_id).added(cell_id, cell_type, source, ctx.call_id)
         return (f"added a {cell_type} cell, id {cell_id}, at index {reply.get('index')} (below cell {anchor}). "
                 "It has not run: the user runs it (run_python runs code now).")
 
@@ -159,6 +167,8 @@ class NotebookTools:
                                           metadata=_metadata(ctx.run_id, ctx.call_id))
         if reply.get("ok"):
             self.seen[cell_id] = Seen(written, True)
+            self.run_log(ctx.run_id).edited(cell_id, self.types.get(cell_id, "code"), old, written, ctx.call_id,
+                                            reply)
             return (f"edited cell {cell_id} (one undo in its editor restores it); it has not run. The "
                     f"change:\n{diff(redact_text(old), source)}")
         if reply.get("reason") == "changed":
@@ -232,6 +242,7 @@ class NotebookTools:
                 if not reply.get("ok"):
                     break
                 anchor = self.anchor = str(reply.get("cell_id"))
+                self.run_log(run_id).added(anchor, "code", code.strip(), call_id)
                 left.pop(0)
         return [code for _, code in left]
 
@@ -267,6 +278,12 @@ class NotebookTools:
         return self.saved_instructions()
 
     # -- helpers ---------------------------------------------------------------------------------------------
+
+    def run_log(self, run_id: str) -> RunChanges:
+        """This run's log of changed cells (made at its first change)."""
+        if self.changes is None:
+            self.changes = self.log.run(run_id)
+        return self.changes
 
     async def front_end(self) -> FrontEnd | None:
         """The extension answering for this notebook (said hello to once per run), or None."""
@@ -318,6 +335,7 @@ class NotebookTools:
             shown_to = index + 1
             if live:
                 self.seen[cell.id] = Seen(cell.source, len(source) <= CELL_SOURCE_CHARS)
+                self.types[cell.id] = cell.cell_type
         if shown_to < len(cells):
             lines.append(f"[cells {shown_to}-{len(cells) - 1} not shown: read_notebook(start={shown_to})]")
         if start >= len(cells) > 0:

@@ -1,0 +1,197 @@
+"""What each run changed in the notebook, and taking it back: ``%agent_undo [RUN_ID]`` and the Undo buttons.
+
+The notebook tools log every cell a run added or edited (:class:`RunChanges`, kept per kernel by
+:class:`ChangeLog`): its id, what the run wrote last, and for an edited cell its source, execution count and
+``metadata.agentkernel`` from before the run. :func:`undo` asks agentkernel's front-end extension to ``restore``
+them at once (docs/notebook-protocol.md): the added cells are removed, the edited ones get their source back. A cell
+whose source is no longer what the run wrote (the user changed it, or a later run did) is left as it is and named;
+it stays in the log, so undoing again once it is back as the run left it takes it back too. Only JupyterLab and
+Notebook 7 with the extension can change cells; elsewhere the undo says why it cannot, in one line.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...secrets import redact_text
+from .notebook import ExecuteRequest, NotebookBridge, NotebookUnavailable
+
+UNDO_MIME = "application/vnd.agentkernel.undo+json"
+"""The output below a run's record that the extension shows as its Undo button (src/undo.ts)."""
+MAX_RUNS = 100
+"""How many runs that changed the notebook the kernel remembers (the oldest is forgotten first)."""
+ONLY_WITH_EXTENSION = "only JupyterLab and Notebook 7 with agentkernel's extension can change cells"
+
+
+@dataclass
+class CellChange:
+    """One cell a run added or edited."""
+
+    cell_id: str
+    cell_type: str
+    added: bool
+    """True: the run added the cell (undo removes it); False: it edited a cell that was there."""
+    source: str
+    """What the run wrote last."""
+    before: str = ""
+    """The source before the run's first edit (an edited cell)."""
+    execution_count: int | None = None
+    """The execution count before the run's first edit."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """The metadata keys the run's first edit set, as they were before it (None: absent)."""
+    call_id: str = ""
+    """The call that first changed it."""
+
+    def restore(self) -> dict[str, Any]:
+        """The ``restore`` request's entry for this cell."""
+        if self.added:
+            return {"cell_id": self.cell_id, "expected_source": self.source, "source": None}
+        return {"cell_id": self.cell_id, "expected_source": self.source, "source": self.before,
+                "execution_count": self.execution_count, "metadata": self.metadata}
+
+    def label(self, source: str | None = None) -> str:
+        """The cell as a line names it: its id and the start of the first line of ``source`` (by default what the
+        run wrote), its secrets redacted before it is cut."""
+        first = redact_text(self.source if source is None else source).strip().split("\n", 1)[0]
+        return f"cell {self.cell_id} ({first[:40] + '…' * (len(first) > 40) or 'empty'})"
+
+
+@dataclass
+class RunChanges:
+    """The cells one run changed, in the order it first changed them."""
+
+    run_id: str
+    cells: dict[str, CellChange] = field(default_factory=dict)
+
+    def added(self, cell_id: str, cell_type: str, source: str, call_id: str) -> None:
+        self.cells[cell_id] = CellChange(cell_id, cell_type, True, source, call_id=call_id)
+
+    def edited(self, cell_id: str, cell_type: str, before: str, source: str, call_id: str,
+               reply: dict[str, Any]) -> None:
+        """Log an edit the front end confirmed (``reply``: its ``replace`` answer). A cell the run changed before
+        keeps what it was before the run; only what the run wrote last changes."""
+        if cell_id in self.cells:
+            self.cells[cell_id].source = source
+            return
+        count = reply.get("old_execution_count")
+        metadata = reply.get("old_metadata")
+        self.cells[cell_id] = CellChange(
+            cell_id, cell_type, False, source, before=str(reply.get("old_source", before)),
+            execution_count=count if isinstance(count, int) else None,
+            metadata=metadata if isinstance(metadata, dict) else {}, call_id=call_id)
+
+    def summary(self) -> str:
+        """``3 cells: 2 added, 1 edited``."""
+        added = sum(change.added for change in self.cells.values())
+        parts = [f"{count} {what}" for count, what in ((added, "added"), (len(self.cells) - added, "edited")) if count]
+        return f"{len(self.cells)} cell{'s' * (len(self.cells) != 1)}: {', '.join(parts) or 'none'}"
+
+    def output(self) -> dict[str, Any]:
+        """The display bundle of the run's Undo button (the extension renders it; elsewhere the text shows)."""
+        return {
+            UNDO_MIME: {"run_id": self.run_id, "cells": len(self.cells)},
+            "text/plain": f"this run changed {self.summary()}; %agent_undo {self.run_id} takes it "
+                          "back while this kernel runs",
+        }
+
+
+@dataclass(eq=False)
+class ChangeLog:
+    """The notebook changes of this kernel's runs, by run id (oldest first); get it with :meth:`of`."""
+
+    runs: OrderedDict[str, RunChanges] = field(default_factory=OrderedDict)
+
+    @classmethod
+    def of(cls, shell: Any) -> ChangeLog:
+        """The log of ``shell``'s kernel (made on first use)."""
+        log = getattr(shell, "_agentkernel_changes", None)
+        if log is None:
+            log = shell._agentkernel_changes = cls()
+        return log
+
+    def run(self, run_id: str) -> RunChanges:
+        """The changes of ``run_id``, logged from now on (the newest run last)."""
+        if run_id not in self.runs:
+            self.runs[run_id] = RunChanges(run_id)
+            while len(self.runs) > MAX_RUNS:
+                self.runs.popitem(last=False)
+        return self.runs[run_id]
+
+    def find(self, run_id: str = "") -> RunChanges | str:
+        """The changes of ``run_id`` (by default the last run with changes left), or why there are none."""
+        if not run_id:
+            last = next((run for run in reversed(self.runs.values()) if run.cells), None)
+            return last or ("nothing to undo: no run of this kernel has changed the notebook (add_cell and "
+                            f"edit_cell change it where the extension answers: {ONLY_WITH_EXTENSION})")
+        run = self.runs.get(run_id)
+        if run is None:
+            return (f"nothing to undo: run {run_id} did not change the notebook from this kernel (a restarted "
+                    "kernel forgets its runs; Ctrl-Z in a cell's editor still undoes an edit)")
+        if not run.cells:
+            return f"nothing left to undo of run {run_id}"
+        return run
+
+
+async def undo(shell: Any, run_id: str = "", *, session: str | None = None, live: bool = True) -> str:
+    """Take back the notebook changes of ``run_id`` (by default the last run that changed it); one line saying what
+    was done, or why not. ``session``: the client session asking (by default the running cell's)."""
+    found = ChangeLog.of(shell).find(run_id)
+    if isinstance(found, str):
+        return found
+    run = found
+    bridge = NotebookBridge.of(shell)
+    opened = bridge.front_end is None  # a run still going keeps its comm; otherwise say hello for this undo
+    if opened:
+        await bridge.connect(ExecuteRequest.of(shell).session if session is None else session, live=live)
+    front_end = bridge.front_end
+    try:
+        if front_end is None:
+            return f"cannot undo run {run.run_id} here: {bridge.absent}; {ONLY_WITH_EXTENSION}"
+        if not front_end.can_edit:
+            return f"cannot undo run {run.run_id}: the notebook is read-only in {front_end.label}"
+        reply = await bridge.request("restore", cells=[change.restore() for change in run.cells.values()])
+    except NotebookUnavailable as e:
+        return f"cannot undo run {run.run_id}: {e}"
+    finally:
+        if opened:
+            bridge.close()
+    if not reply.get("ok"):
+        return f"cannot undo run {run.run_id}: {reply.get('error') or reply.get('reason')}"
+    return _outcome(run, reply)
+
+
+def _outcome(run: RunChanges, reply: dict[str, Any]) -> str:
+    """Drop what the front end took back (or what is gone) from ``run``; the line saying what happened."""
+    def ids(key: str) -> list[str]:
+        value = reply.get(key)
+        return [str(i) for i in value] if isinstance(value, list) else []
+
+    changed = {str(item.get("cell_id")): str(item.get("source", "")) for item in reply.get("changed") or []
+               if isinstance(item, dict)}
+    gone = [run.cells[cell_id] for cell_id in ids("missing") if cell_id in run.cells and not run.cells[cell_id].added]
+    removed, restored = len(ids("removed")), len(ids("restored"))
+    for cell_id in [*ids("removed"), *ids("restored"), *ids("missing")]:
+        run.cells.pop(cell_id, None)
+    done = [f"removed {removed} added cell{'s' * (removed != 1)}"] if removed else []
+    done += [f"restored {restored} edited cell{'s' * (restored != 1)}"] if restored else []
+    if gone:
+        done.append(f"{', '.join(change.label() for change in gone)} it edited {'is' if len(gone) == 1 else 'are'} "
+                    "gone")
+    named = ", ".join(run.cells[cell_id].label(source) for cell_id, source in changed.items() if cell_id in run.cells)
+    if not named:
+        return f"undid run {run.run_id}: {', '.join(done) or 'its cells were already gone'}"
+    why = (f"left as they are, changed since the run wrote them: {named} (once they are as the run left them, "
+           f"%agent_undo {run.run_id} takes them back too)")
+    if done:
+        return f"undid part of run {run.run_id}: {', '.join(done)}; {why}"
+    return f"did not undo run {run.run_id}: {why}"
+
+
+async def undo_line(shell: Any, line: str) -> str:
+    """``%agent_undo [RUN_ID]``, awaited: the line it prints."""
+    words = line.split()
+    if len(words) > 1:
+        return f"%agent_undo takes at most one run id, not {line.strip()!r}"
+    return await undo(shell, words[0] if words else "")

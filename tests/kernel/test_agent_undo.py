@@ -1,0 +1,157 @@
+"""``%agent_undo`` in a real kernel, with agentkernel's front-end extension played in Python (tests/support/
+fake_notebook.py): a run adds two cells and edits one, the user edits another cell, and one undo takes the run's
+changes back (added cells removed, the edited cell given its source, execution count and metadata back) while the
+user's edit stays; cells the user changed since the run wrote them are left as they are and named, and taken back
+by a later undo once they are as the run left them; runs undo newest first; the Undo button's silent request works
+as a cell does; and where no extension answers, or the magic cannot await, one line says why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fake_notebook import FakeNotebook, code_cell
+from kernel_client import KernelSession, kernel_fixtures
+
+from agentkernel.jupyter.kernel.undo import UNDO_MIME
+
+SETUP = """\
+%reset -f
+%autoawait True
+%config AgentMagics.transcripts = False
+import os
+for _name in ("CI", "AGENTKERNEL_NONINTERACTIVE"):
+    os.environ.pop(_name, None)
+get_ipython()._agentkernel_notebook = None
+get_ipython()._agentkernel_changes = None
+from agentkernel import Call, ScriptedModel
+"""
+
+session, kernel = kernel_fixtures("agent_undo", SETUP)
+
+WRITES = [("read_notebook", {}),
+          ("add_cell", {"source": "## Findings\nOslo is wettest.", "cell_type": "markdown"}),
+          ("add_cell", {"source": "max(rain, key=rain.get)"}),
+          ("edit_cell", {"cell_id": "load", "source": "rain = {'Oslo': 3, 'Lima': 1}"})]
+
+
+def notebook_cells() -> list[dict[str, Any]]:
+    return [code_cell("load", "rain = {'Oslo': 3, 'Lima': 0}", 4), code_cell("agent", ""),
+            code_cell("mine", "total = 0", 5)]
+
+
+def run_agent(kernel: KernelSession, notebook: FakeNotebook, calls: list[tuple[str, dict]], changed: int = 3) -> str:
+    """Run a scripted %%agent cell that makes ``calls`` (writes allowed) and changes ``changed`` cells; its run id."""
+    script = ", ".join(f"Call({name!r}, {arguments!r})" for name, arguments in calls)
+    kernel.ok(f"m = ScriptedModel([{script}, 'done'])")
+    code = "%%agent -m m --allow-writes\ngo"
+    notebook.cell("agent")["source"] = code
+    cell = notebook.run(notebook.submit(code))
+    undo_outputs = [bundle[UNDO_MIME] for bundle in cell.displays if UNDO_MIME in bundle]
+    run_id = kernel.value("_agent.run_id")
+    assert undo_outputs == [{"run_id": run_id, "cells": changed}]  # the extension's Undo button
+    return run_id
+
+
+def undo(notebook: FakeNotebook, line: str = "", *, silent: bool = False) -> str:
+    """Run ``%agent_undo line`` as a cell (or as the Undo button does); the one line it printed."""
+    cell = notebook.run(notebook.submit(f"%agent_undo {line}".strip(), cell_id="undo", silent=silent))
+    assert cell.stdout.count("\n") == 1, cell.describe()
+    return cell.stdout.strip()
+
+
+def test_one_undo_takes_back_the_run_and_keeps_the_users_edit(kernel: KernelSession):
+    notebook = FakeNotebook(kernel, notebook_cells())
+    run_id = run_agent(kernel, notebook, WRITES)
+    load = notebook.cell("load")
+    assert load["source"] == "rain = {'Oslo': 3, 'Lima': 1}" and load["execution_count"] is None  # outputs stale
+    assert load["metadata"]["agentkernel"]["run_id"] == run_id
+    assert [c["id"] for c in notebook.cells] == ["load", "agent", "new-1", "new-2", "mine"]
+    notebook.cell("mine")["source"] = "total = sum(rain.values())"  # the user's own edit, after the run
+
+    assert undo(notebook) == f"undid run {run_id}: removed 2 added cells, restored 1 edited cell"
+    assert [c["id"] for c in notebook.cells] == ["load", "agent", "mine"]
+    assert notebook.cell("load") == {**code_cell("load", "rain = {'Oslo': 3, 'Lima': 0}", 4), "metadata": {}}
+    assert notebook.cell("mine")["source"] == "total = sum(rain.values())"
+    (restore,) = [r for r in notebook.requests if r["op"] == "restore"]  # one request: one step
+    assert [(c["cell_id"], c["source"]) for c in restore["cells"]] == [
+        ("new-1", None), ("new-2", None), ("load", "rain = {'Oslo': 3, 'Lima': 0}")]
+    assert undo(notebook) == ("nothing to undo: no run of this kernel has changed the notebook (add_cell and "
+                              "edit_cell change it where the extension answers: only JupyterLab and Notebook 7 "
+                              "with agentkernel's extension can change cells)")
+
+
+def test_cells_the_user_changed_are_named_and_left_and_a_later_undo_takes_them(kernel: KernelSession):
+    notebook = FakeNotebook(kernel, notebook_cells())
+    run_id = run_agent(kernel, notebook, WRITES)
+    notebook.cell("new-2")["source"] = "max(rain, key=rain.get)  # mine now"
+    notebook.cell("load")["source"] = "rain = {'Oslo': 3, 'Lima': 2}"
+    assert undo(notebook, run_id) == (
+        f"undid part of run {run_id}: removed 1 added cell; left as they are, changed since the run wrote them: "
+        "cell new-2 (max(rain, key=rain.get)  # mine now), cell load (rain = {'Oslo': 3, 'Lima': 2}) (once they "
+        f"are as the run left them, %agent_undo {run_id} takes them back too)")
+    assert [c["id"] for c in notebook.cells] == ["load", "agent", "new-2", "mine"]
+    assert notebook.cell("load")["source"] == "rain = {'Oslo': 3, 'Lima': 2}"
+
+    assert undo(notebook).startswith(f"did not undo run {run_id}: left as they are")  # nothing changed back yet
+    notebook.cell("new-2")["source"] = "max(rain, key=rain.get)"  # the user puts them back as the run left them
+    notebook.cell("load")["source"] = "rain = {'Oslo': 3, 'Lima': 1}"
+    notebook.cell("load")["execution_count"] = 9  # and runs the edited cell: its outputs are the run's source's
+    assert undo(notebook) == f"undid run {run_id}: removed 1 added cell, restored 1 edited cell"
+    assert [c["id"] for c in notebook.cells] == ["load", "agent", "mine"]
+    assert notebook.cell("load")["source"] == "rain = {'Oslo': 3, 'Lima': 0}"
+    assert notebook.cell("load")["execution_count"] is None  # those outputs are stale again
+
+
+def test_runs_undo_newest_first_and_a_cell_two_runs_edited_comes_back_in_steps(kernel: KernelSession):
+    notebook = FakeNotebook(kernel, notebook_cells())
+    first = run_agent(kernel, notebook, [("read_notebook", {}), ("edit_cell", {"cell_id": "load", "source": "a"}),
+                                         ("edit_cell", {"cell_id": "load", "source": "b"})], 1)
+    second = run_agent(kernel, notebook, [("read_notebook", {}), ("edit_cell", {"cell_id": "load", "source": "c"}),
+                                          ("add_cell", {"source": "x = 1"}), ("edit_cell", {"cell_id": "new-1",
+                                                                                           "source": "x = 2"})], 2)
+    assert undo(notebook, first).startswith(f"did not undo run {first}: left as they are, changed since the run "
+                                            "wrote them: cell load (c)")
+    assert undo(notebook) == f"undid run {second}: removed 1 added cell, restored 1 edited cell"
+    assert notebook.cell("load")["source"] == "b"
+    assert undo(notebook) == f"undid run {first}: restored 1 edited cell"
+    assert notebook.cell("load")["source"] == "rain = {'Oslo': 3, 'Lima': 0}"  # before the first run's first edit
+    assert undo(notebook, second) == f"nothing left to undo of run {second}"
+    assert undo(notebook, "feedc0ffee00").startswith("nothing to undo: run feedc0ffee00 did not change the notebook")
+
+
+def test_the_undo_buttons_silent_request_undoes_as_a_cell_does(kernel: KernelSession):
+    notebook = FakeNotebook(kernel, notebook_cells())
+    run_id = run_agent(kernel, notebook, WRITES)
+    count = kernel.value("get_ipython().execution_count")
+    assert undo(notebook, run_id, silent=True) == f"undid run {run_id}: removed 2 added cells, restored 1 edited cell"
+    assert kernel.value("get_ipython().execution_count") == count  # no execution count taken
+    assert [c["id"] for c in notebook.cells] == ["load", "agent", "mine"]
+
+
+def test_without_the_extension_one_line_says_why_and_the_run_stays_undoable(kernel: KernelSession):
+    notebook = FakeNotebook(kernel, notebook_cells())
+    run_id = run_agent(kernel, notebook, WRITES)
+    gone = FakeNotebook(kernel, notebook.cells, close=True)  # the page reloaded in a front end without it
+    assert undo(gone) == (f"cannot undo run {run_id} here: the front end closed the notebook comm (agentkernel's "
+                          "extension is not installed there); only JupyterLab and Notebook 7 with agentkernel's "
+                          "extension can change cells")
+    kernel.ok("get_ipython()._agentkernel_notebook = None")  # a new kernel client that is no front end at all
+    quiet = kernel.run("%agent_undo")  # nobody answers (a headless runner): after the hello's timeout
+    assert quiet.stdout.strip().startswith(f"cannot undo run {run_id} here: no notebook front end answered in 2 s")
+    assert quiet.stdout.count("\n") == 1
+    kernel.ok("get_ipython()._agentkernel_notebook = None")  # a page with the extension (a new client session)
+    assert undo(FakeNotebook(kernel, notebook.cells)).startswith(f"undid run {run_id}: ")
+
+
+def test_where_the_magic_cannot_await_it_says_so_in_one_line(kernel: KernelSession):
+    notebook = FakeNotebook(kernel, notebook_cells())
+    run_agent(kernel, notebook, WRITES)
+    inline = kernel.ok("x = 1\n%agent_undo")
+    assert inline.stdout == ("cannot undo here: the front end's answers arrive only while the cell awaits, and "
+                             "%agent_undo must be alone in its cell, which is then awaited\n")
+    off = kernel.ok("%autoawait False\n%agent_undo")
+    assert off.stdout.endswith("and %autoawait is off (%autoawait on lets it wait)\n")
+    kernel.ok("%autoawait True")
+    assert kernel.ok("%agent_undo a b").stdout == "%agent_undo takes at most one run id, not 'a b'\n"
+    assert len(notebook.cells) == 5  # nothing was undone
