@@ -59,8 +59,7 @@ async def invoke(tool: Tool, kwargs: dict[str, Any], timeouts: Timeouts | None =
     if not tool.timeout:
         return await call
     # What asyncio.timeout() does, with a timer shared by the run's calls (see Timeouts).
-    task = asyncio.current_task()
-    assert task is not None
+    task = timeouts.current_task()
     before = task.cancelling()
     timeouts.watch(task, tool.timeout)
     try:
