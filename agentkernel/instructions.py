@@ -32,11 +32,11 @@ class Instruction:
 
 
 def folders_between(root: Path, folder: Path) -> list[Path]:
-    """``root`` and each folder below it down to ``folder``, root first; only ``folder`` when it is not inside
-    ``root``."""
+    """``root`` and each folder below it down to ``folder``, root first; ``root`` then ``folder`` when ``folder`` is
+    not inside ``root`` (the project's instructions, then the notebook's)."""
     root, folder = root.resolve(), folder.resolve()
     if not folder.is_relative_to(root):
-        return [folder]
+        return [root, folder]
     chain = [root]
     for part in folder.relative_to(root).parts:
         chain.append(chain[-1] / part)

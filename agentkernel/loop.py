@@ -52,7 +52,7 @@ from .models.base import (
 from .pricing import Pricer, no_price_error, price_for
 from .record import history as h
 from .record.context import CONTEXT_FRAME, Compaction, ContextView, estimate, item_tokens
-from .record.transcript import Transcript, transcript_dir
+from .record.transcript import Transcript, run_transcript, transcript_dir
 from .result import LoopResult
 from .secrets import KERNEL, MARKER_START, SECRETS_FRAME, redact_text
 from .skills import Skill, Skills, load_skill_tool, skills_prompt
@@ -123,6 +123,10 @@ class AgentLoop:
 
     The object keeps its state (``history``, ``usage``, ``result``) so that a caller whose task is cancelled
     can still read what the run committed.
+
+    ``transcript``: a JSONL file to append the run to, an existing folder (or True: ``$AGENTKERNEL_TRANSCRIPTS``,
+    else ``~/.agentkernel/transcripts``) to write a new file in, keeping the newest 200 runs there
+    (:func:`~agentkernel.record.transcript.run_transcript`), or False for none.
     """
 
     def __init__(
@@ -180,8 +184,8 @@ class AgentLoop:
         self.text_loop = TextLoopGuard(guards.text_repeats)
         self.stop = stop or StopSignal()
         self.run_id = uuid.uuid4().hex[:12]
-        if transcript is True:
-            transcript = transcript_dir() / f"{time.strftime('%Y%m%d-%H%M%S')}-{self.run_id}.jsonl"
+        if transcript is True or transcript and os.path.isdir(transcript):  # a folder: a new file there
+            transcript = run_transcript(transcript_dir() if transcript is True else transcript, self.run_id)
         self.transcript = Transcript(transcript) if transcript else None
         # Everything that leaves the loop is an event told to these, redacted on the way (see events.py).
         if callable(on_event) and not isinstance(on_event, list):

@@ -6,10 +6,12 @@ matched by base URL) is imported only when a model is first looked up, never whe
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .errors import AgentConfigError
+from .extras import missing
 from .models.base import UsageEvent
 
 MILLION = 1_000_000
@@ -113,8 +115,15 @@ def price_for(model: object, price: Pricer | None = None) -> Pricer | None:
 
 
 def no_price_error(model: object) -> AgentConfigError:
-    """The error of a cost budget without a price."""
-    name = getattr(model, "name", type(model).__name__)
-    return AgentConfigError(f"--max-cost needs a price, and none is known for the model {name!r} (genai-prices does "
-                            f"not list it at this URL): give --price {PRICE_FORMAT}, or price=Price(...) to "
-                            "AgentLoop")
+    """The error of a cost budget without a price: why none is known (genai-prices missing, not listing the model
+    where it runs, or a model object that says neither), and how to give one."""
+    inner = getattr(model, "inner", model)
+    name = getattr(inner, "model", None) or getattr(inner, "name", type(inner).__name__)
+    if importlib.util.find_spec("genai_prices") is None:
+        why = missing("genai_prices")
+    elif getattr(inner, "price_provider", None) or isinstance(getattr(inner, "base_url", None), str):
+        why = "genai-prices does not list it where it runs"
+    else:
+        why = "it is a model object that names no provider or URL to look its price up by"
+    return AgentConfigError(f"--max-cost needs a price, and none is known for the model {name!r} ({why}): give "
+                            f"--price {PRICE_FORMAT}, or price=Price(...) to AgentLoop")

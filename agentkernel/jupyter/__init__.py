@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
+from ..distribution import foreign_distribution
+from .approvals import is_terminal
 from .errors import STOP_ERRORS, AgentConfigError, AgentError, AgentStop
 from .kernel.tools import KERNEL_TOOL_NAMES, KernelTools, kernel_tools
 from .magics import AgentMagics
-from .transform import rewrite_agent_cell
+from .transform import complete_on_empty_line, rewrite_agent_cell
 
 __all__ = ["KERNEL_TOOL_NAMES", "STOP_ERRORS", "AgentConfigError", "AgentError", "AgentMagics", "AgentStop",
            "KernelTools", "kernel_tools", "load_ipython_extension", "unload_ipython_extension"]
 
 
 def load_ipython_extension(ipython) -> None:  # noqa: ANN001
+    if clash := foreign_distribution():
+        print(clash)
     ipython.register_magics(AgentMagics)
     if rewrite_agent_cell not in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.insert(0, rewrite_agent_cell)
+    if is_terminal(ipython) and not hasattr(ipython.check_complete, "wraps"):
+        ipython.check_complete = complete_on_empty_line(ipython.check_complete)
 
 
 def unload_ipython_extension(ipython) -> None:  # noqa: ANN001
     if rewrite_agent_cell in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.remove(rewrite_agent_cell)
+    if hasattr(ipython.check_complete, "wraps"):
+        ipython.check_complete = ipython.check_complete.wraps

@@ -10,9 +10,11 @@ call is denied at once, and the denial says why and what to pass instead (:func:
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import sys
+import textwrap
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -74,10 +76,10 @@ def nobody_approver(where: str, untrusted: dict[str, str]) -> Callable[[ToolCall
     def deny(call: ToolCall, tool: Tool) -> Decision:
         server = untrusted.get(tool.name)
         if server is not None:
-            return Decision(False, reason=(
-                f"nobody can approve it: {where}. MCP server {server!r}'s annotations are not trusted, so each of its "
-                f'tools asks; set "trustAnnotations": true in its entry of the MCP configuration to run the tools it '
-                "annotates read-only unasked, or pass --allow-writes to run every tool unasked"))
+            return Decision(False, asked=f"may have side effects: MCP server {server!r}'s annotations are not trusted",
+                            reason=(f"nobody can approve it: {where}. Each tool of an untrusted server asks; set "
+                                    f'"trustAnnotations": true in its entry of the MCP configuration to run the tools '
+                                    "it annotates read-only unasked, or pass --allow-writes to run every tool unasked"))
         return Decision(False, reason=f"nobody can approve it: {where}; pass --allow-writes to run it unasked")
 
     return deny
@@ -89,7 +91,7 @@ def terminal_approver(stop: StopSignal) -> Callable[[ToolCall, Tool], Decision]:
     stops the run."""
 
     def ask(call: ToolCall, tool: Tool) -> Decision:
-        shown, hidden = reveal(pretty_arguments(call.arguments))
+        shown, hidden = reveal(terminal_arguments(call.arguments))
         print(f"\n{call.name} has side effects; its arguments:\n{shown}", flush=True)
         if hidden:
             print(f"WARNING: {hidden_warning(hidden, 'call')}", flush=True)
@@ -109,6 +111,29 @@ def terminal_approver(stop: StopSignal) -> Callable[[ToolCall, Tool], Decision]:
         return Decision(False, note=answer)
 
     return ask
+
+
+CODE_ARGUMENTS = ("code", "source")
+"""Arguments that hold code (``run_python``'s ``code``, a cell's ``source``): shown as code even on one line."""
+
+
+def terminal_arguments(arguments: str) -> str:
+    """A call's arguments for the terminal: code (:data:`CODE_ARGUMENTS`) and any text of several lines as it
+    reads, indented under its name, the other values as JSON; arguments that are not a JSON object as indented
+    JSON."""
+    try:
+        values = json.loads(arguments)
+    except (ValueError, RecursionError):
+        values = None
+    if not isinstance(values, dict):
+        return pretty_arguments(arguments)
+    lines = []
+    for name, value in values.items():
+        if isinstance(value, str) and (name in CODE_ARGUMENTS or "\n" in value.strip("\n")):
+            lines += [f"{name}:", textwrap.indent(value.strip("\n"), "    ")]
+        else:
+            lines.append(f"{name}: {json.dumps(value, ensure_ascii=False)}")
+    return "\n".join(lines)
 
 
 @contextlib.contextmanager

@@ -30,12 +30,12 @@ from ..instructions import Instruction
 from ..loop import AgentLoop
 from ..models.base import Model, accepts_images
 from ..models.providers import resolve, split_model
-from ..record.transcript import load_transcript
+from ..record.transcript import KEEP, load_transcript
 from ..result import LoopResult
 from ..secrets import KERNEL, MIN_SECRET_CHARS, SecretSet, marker
 from ..skills import Skills
 from ..stop import StopSignal
-from .approvals import asks_on_terminal, headless_runner, no_clicks_reason
+from .approvals import asks_on_terminal, headless_runner, is_terminal, no_clicks_reason
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
 from .exits import exit_refused
 from .kernel.notebook import ExecuteRequest
@@ -117,6 +117,7 @@ class AgentMagics(Magics):
         self.mcp_servers = KernelServers()
         self.serving = KernelServing()
         self.noted: set[tuple[str, str | None]] = set()
+        self.told_transcripts = False
 
     # -- the magic -------------------------------------------------------------------------------------------
 
@@ -157,7 +158,7 @@ class AgentMagics(Magics):
                     done.wait(0.1)
                 except KeyboardInterrupt:
                     run.interrupted = True
-                    run.loop.stop.set("interrupted by the kernel interrupt")
+                    run.loop.stop.set(self.interrupt_reason())
         if failure:
             raise failure[0]
         self.finish(run)
@@ -233,6 +234,9 @@ class AgentMagics(Magics):
 
     async def agent_serve_async(self, line: str) -> None:
         """The awaited form of ``%agent_serve`` that the input transformer produces."""
+        if is_terminal(self.shell):
+            raise UsageError("%agent_serve needs a Jupyter kernel: terminal IPython runs its event loop only while a "
+                             "cell runs, so a server started there would not answer between cells")
         words, rest = split_line(self.expand_text(line) if self.expand else line)
         port, words = port_option(words)
         if rest.strip() == "stop" and not words:
@@ -407,12 +411,16 @@ class AgentMagics(Magics):
             stop=stop,
             on_event=[panel, record],
             approve=approve,
-            transcript=options.transcripts,
+            transcript=transcript_folder(options.transcripts),
             context_window=options.context_window or None,
             price=plan.price,
             instructions=setup.instructions,
             skills=setup.skills,
         )
+        if loop.transcript and not self.told_transcripts:  # once per kernel, live only (paths differ by machine)
+            self.told_transcripts = True
+            panel.note = (f"runs are saved in {loop.transcript.path.parent} (the newest {KEEP} kept; "
+                          "--no-transcript: none)")
         bundle = panel.widget._repr_mimebundle_()
         bundle["text/plain"] = PANEL_TEXT  # a fixed text, so saved notebooks compare equal under nbval
         display(bundle, raw=True)
@@ -552,6 +560,11 @@ class AgentMagics(Magics):
 
     # -- ending a run ----------------------------------------------------------------------------------------
 
+    def interrupt_reason(self) -> str:
+        """How a SIGINT is named in the run's ending: the user's Ctrl-C in terminal IPython, else the kernel's
+        interrupt (a notebook's ■ button, or a console's Ctrl-C sent to the kernel)."""
+        return "interrupted by you (Ctrl-C)" if is_terminal(self.shell) else "interrupted by the kernel interrupt"
+
     @contextlib.contextmanager
     def interrupt_stops(self, run: CellRun) -> Iterator[None]:
         """While the cell awaits, the first SIGINT stops the loop cleanly; a second one cancels as usual."""
@@ -567,7 +580,7 @@ class AgentMagics(Magics):
                     previous(signum, frame)
                 return
             run.interrupted = True
-            run.loop.stop.set("interrupted by the kernel interrupt")
+            run.loop.stop.set(self.interrupt_reason())
 
         signal.signal(signal.SIGINT, handler)
         try:
@@ -624,6 +637,20 @@ def cassette_file(flag: str, path: str, read: Callable[[str], Model]) -> Model:
         raise AgentConfigError(f"{flag}: cannot read {path!r} ({e})") from None
     except ValueError as e:  # names the file and the line
         raise AgentConfigError(f"{flag}: {e}") from None
+
+
+def transcript_folder(setting: str | None) -> str | bool:
+    """What ``AgentLoop(transcript=...)`` takes for the ``transcripts`` setting: True for the default folder, False
+    for none (``""``), else the folder, made now (AgentConfigError when it cannot be)."""
+    if setting is None or not setting:
+        return setting is None
+    folder = os.path.abspath(os.path.expanduser(setting))  # where it was made, whatever the kernel does later
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+        raise AgentConfigError(f"transcripts: cannot make the folder {setting!r} ({e.strerror or e}); "
+                               "%config AgentMagics.transcripts = '' writes none") from None
+    return folder
 
 
 def writable(flag: str, path: str) -> None:

@@ -14,7 +14,8 @@ Adding an option is one field here plus the wiring where its value is used, e.g.
 
 A ``bool`` field is a switch: ``--flag`` for a field that defaults to False, ``--no-flag`` style for one that
 defaults to True, and both ``--flag`` and ``--no-flag`` for a ``bool | None`` one (None: decided when it is
-used). Numbers are never negative; 0 switches a budget or guard off.
+used). A text field whose flag is ``--no-...`` takes no value on the command line: the flag sets it to ``""`` (off),
+and ``%config`` sets its text. Numbers are never negative; 0 switches a budget or guard off.
 """
 
 from __future__ import annotations
@@ -194,9 +195,10 @@ class AgentOptions:
                                 help="save every model exchange to this JSONL cassette")
     replay: str | None = option(None, "--replay", group="session and recording", trait=False, metavar="FILE",
                                 help="play a cassette back: no network, no key")
-    transcripts: bool = option(True, group="session and recording",
-                               help="append each run to a JSONL transcript under $AGENTKERNEL_TRANSCRIPTS "
-                                    "(else ~/.agentkernel/transcripts)")
+    transcripts: str | None = option(None, "--no-transcript", group="session and recording", metavar="DIR",
+                                     help="the folder each run's JSONL transcript is written to, which keeps the "
+                                          "newest 200 runs; '' (or --no-transcript for one cell) writes none",
+                                     shown="$AGENTKERNEL_TRANSCRIPTS, else ~/.agentkernel/transcripts")
     stream_throttle: float = option(0.1, group="session and recording",
                                     help="seconds between updates of the live panel (text, status, sections)")
 
@@ -213,7 +215,12 @@ class Option:
 
     @property
     def takes_value(self) -> bool:
-        return self.kind is not bool
+        return self.kind is not bool and not self.switches_off
+
+    @property
+    def switches_off(self) -> bool:
+        """A text option whose flag (``--no-transcript``) sets it to ``""`` and takes no value."""
+        return self.kind is str and bool(self.spec.flags) and self.spec.flags[0].startswith("--no-")
 
     @property
     def shown_default(self) -> str:
@@ -240,6 +247,8 @@ class Option:
         if self.kind is bool:
             kwargs["action"] = (argparse.BooleanOptionalAction if self.optional
                                 else "store_false" if self.default else "store_true")
+        elif self.switches_off:
+            kwargs.update(action="store_const", const="")
         else:
             kwargs["metavar"] = self.spec.metavar
             kwargs["type"] = CONVERTERS.get(self.kind)
@@ -267,8 +276,17 @@ class Option:
         elif self.kind is list:
             trait = List(Unicode(), default_value=list(self.default), **kwargs)
         else:
-            trait = Unicode(self.default, **kwargs)
+            trait = Text(self.default, **kwargs)
         return trait.tag(config=True)
+
+
+class Text(Unicode):  # type: ignore[type-arg]
+    """A text setting that was once a switch: ``False`` is ``""`` (off), ``True`` the default."""
+
+    def validate(self, obj: Any, value: Any) -> Any:
+        if isinstance(value, bool):
+            return self.default_value if value else ""
+        return super().validate(obj, value)
 
 
 def _number(kind: Callable[[str], float]) -> Callable[[str], float]:
@@ -334,7 +352,17 @@ def option_arguments(func: Any) -> Any:
     func = magic_arguments.kwds(usage=USAGE, epilog=_epilog())(func)
     func = magic_arguments.magic_arguments()(func)
     func.parser.allow_abbrev = False  # a prefix that is unique today becomes ambiguous when an option is added
+    func.parser.formatter_class = HelpFormatter
+    func.__doc__ = func.parser.format_help()  # as magic_arguments made it, without the "::"
     return func
+
+
+class HelpFormatter(magic_arguments.MagicHelpFormatter):
+    """IPython's help layout for magics without the ``::`` it puts above the usage (a reST literal block marker
+    for Sphinx, shown as is by ``%%agent?``)."""
+
+    def add_usage(self, usage: Any, actions: Any, groups: Any, prefix: str | None = "  %") -> None:
+        super().add_usage(usage, actions, groups, prefix)
 
 
 def _epilog() -> str:

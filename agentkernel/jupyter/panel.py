@@ -107,6 +107,9 @@ class Panel:
         self.tokens = 0
         self.usage = Usage()
         self.state = "running"
+        self.waiting = False  # for the first token of the round's response
+        self.note = ""
+        """A line under the status line (where the kernel's transcripts go, said once per kernel)."""
         self.status = widgets.HTML()
         self.bars: dict[str, widgets.FloatProgress] = {}
         for key, label, limit in (("rounds", "rounds", limits.max_iterations),
@@ -145,6 +148,8 @@ class Panel:
     # -- events ----------------------------------------------------------------------------------------------
 
     def __call__(self, event: Event) -> None:
+        if isinstance(event, TextDelta | FunctionCallProgress | MessageDone | ToolCallStarted | RunFinished):
+            self.waiting = False
         if isinstance(event, TextDelta):
             if self.streaming is None:
                 self.streaming = self.add(Entry("message"))
@@ -169,7 +174,7 @@ class Panel:
             entry.text, entry.done, entry.dirty = [event.text], True, True
             self.streaming = None
         elif isinstance(event, RoundStarted):
-            self.round = event.round
+            self.round, self.waiting = event.round, True
             self.drop_unfinished_writing()
         elif isinstance(event, UsageUpdated):
             self.tokens, self.usage = event.usage.total_tokens, event.usage
@@ -374,8 +379,11 @@ class Panel:
     def refresh(self) -> None:
         elapsed = time.monotonic() - self.started
         denied = f" · {self.denied} call{'s' * (self.denied != 1)} denied" if self.denied else ""
+        waiting = " · waiting for the model's first token" if self.waiting else ""
         status = (f"<code>{self.state} · round {self.round} · {self.calls} tool call{'s' * (self.calls != 1)}"
-                  f"{denied} · {self.usage.line} · {elapsed:.1f} s</code>")
+                  f"{denied} · {self.usage.line} · {elapsed:.1f} s{waiting}</code>")
+        if self.note:
+            status += f"<br><small>{html.escape(self.note)}</small>"
         if status != self.status.value:
             self.status.value = status
         for key, value in (("rounds", self.round), ("tokens", self.tokens), ("seconds", elapsed),

@@ -140,7 +140,7 @@ def arguments_html(arguments: str, name: str = "") -> str:
     if isinstance(value, dict) and isinstance(value.get(key), str):
         language = "markdown" if value.get("cell_type") == "markdown" else "python"
         what = "code" if key == "code" else f"{'markdown' if language == 'markdown' else 'code'} cell"
-        rest = {k: v for k, v in value.items() if k != key}
+        rest = {k: v for k, v in value.items() if k not in (key, "cell_type")}  # the line above names the type
         code, hidden = reveal(value[key])
         others, hidden_elsewhere = reveal(pretty_arguments(json.dumps(rest)) if rest else "")
         lines = len(value[key].rstrip("\n").splitlines())

@@ -25,6 +25,7 @@ from ..events import RunFinished
 from ..record.transcript import Transcript, transcript_dir
 from ..result import LoopResult
 from ..secrets import KERNEL
+from ..serve_stdio import TOKEN_ENV
 from ..stop import StopSignal
 from .panel import Panel
 from .plan import RunPlan, RunTools
@@ -37,7 +38,6 @@ SERVE_TEXT = ("[agentkernel: this kernel's tools are served over MCP while the s
               "_agent_serve.headers say how to connect, %agent_serve stop ends it]")
 """The serving cell's saved text: fixed (nbval compares it), and without the token."""
 SERVER_NAME = "notebook"
-TOKEN_ENV = "AGENTKERNEL_TOKEN"
 TOKEN_SECRET = "AGENT_SERVE_TOKEN"
 STOP_GRACE = 0.5
 """Seconds between Stop and the server's shutdown: the cut call's error result is sent meanwhile."""
@@ -76,6 +76,7 @@ class ServePanel(Panel):
     def connect(self, server: MCPHTTPServer) -> None:
         """Show how to connect to ``server`` (the token only here, in widget state)."""
         self.server = server
+        server.on_change = self.schedule
         parts = [f"<b>serving this kernel's tools over MCP</b> at <code>{html.escape(server.url)}</code> "
                  f"({len(server.session.tools)} tools); every request needs the header in "
                  "<code>_agent_serve.headers</code>. To connect:"]
@@ -92,6 +93,8 @@ class ServePanel(Panel):
         parts += [f"{session.waiting} waiting"] * bool(session.waiting)
         parts += [f"{self.denied} denied"] * bool(self.denied)
         parts += [f"{self.server.rejected} refused without the token"] * bool(self.server.rejected)
+        if self.server.clients:
+            parts.append("connected: " + ", ".join(html.escape(name) for name in self.server.clients))
         status = f"<code>{' · '.join(parts)} · {elapsed:.0f} s</code>"
         if status != self.status.value:
             self.status.value = status
@@ -189,7 +192,8 @@ class KernelServing:
             return "no session is serving"
         served.server.session.end("ended with %agent_serve stop")
         await served.server.stop()
-        return f"the session at {served.url} ended after {len(served.calls)} calls"
+        n = len(served.calls)
+        return f"the session has ended after {n} call{'s' * (n != 1)}"
 
 
 def port_option(words: list[str]) -> tuple[int, list[str]]:

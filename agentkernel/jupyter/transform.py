@@ -15,6 +15,8 @@ With autoawait off nothing is rewritten and the magic runs in its worker-thread 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 from IPython import get_ipython
 
@@ -55,3 +57,19 @@ def rewrite_agent_cell(lines: list[str]) -> list[str]:
 # IPython's check_complete (the terminal's "is this cell done?", ipykernel's is_complete_request) skips transforms
 # marked so; it then sees ``%%agent`` as a cell magic and waits for the body, as it does for ``%%timeit``.
 rewrite_agent_cell.has_side_effects = True  # type: ignore[attr-defined]
+
+
+def complete_on_empty_line(check: Callable[[str], tuple[str, Any]]) -> Callable[[str], tuple[str, Any]]:
+    """Terminal IPython's "is this cell done?" (``shell.check_complete``, asked at each Enter) with a typed
+    ``%%agent`` cell done at the first empty line after its prompt, as the cell is meant to be read: IPython's own
+    check sees the cell magic wait for a line that is blank once the Enter that makes it is counted, so Enter would
+    be needed twice. Any other cell is left to ``check``."""
+
+    def check_complete(code: str) -> tuple[str, Any]:
+        head, newline, body = code.lstrip("\n").partition("\n")
+        if _CELL.match(head.rstrip()) and newline and body.strip() and code.endswith("\n"):
+            return "complete", None  # Enter on the empty line under the prompt: run it
+        return check(code)
+
+    check_complete.wraps = check  # type: ignore[attr-defined]
+    return check_complete

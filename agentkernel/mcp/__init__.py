@@ -7,7 +7,7 @@ server's tools as ordinary :class:`~agentkernel.tools.Tool` objects (the loop ne
         result = await agentkernel.run(prompt, model=model, tools=[*server.tools()], approve=ask_me)
 
 Reading the configuration needs nothing more; starting a server needs the ``mcp`` package
-(``pip install 'agentkernel[mcp]'``).
+(``pip install 'jupyter-agentkernel[mcp]'``).
 """
 
 from .config import CONFIG_ENV, CONFIG_FILE, MCPConfig, ServerEntry, load_config, parse_config

@@ -60,6 +60,17 @@ class ServerEntry(BaseModel):
     def transport(self) -> str:
         return "stdio" if self.command is not None else "streamable HTTP"
 
+    def secrets(self, server: str) -> dict[str, str]:
+        """The keys this entry (of server ``server``) holds, by name: every header value (a ``Bearer`` token without
+        its scheme) and the environment values whose names mark them as secrets (see
+        :func:`agentkernel.secrets.is_secret_name`)."""
+        found: dict[str, str] = {}
+        for header, value in self.headers.items():
+            scheme, _, token = value.partition(" ")
+            found[f"{server}.{header}"] = token if token and scheme.lower() in ("bearer", "basic", "token") else value
+        found.update({name: value for name, value in self.env.items() if is_secret_name(name)})
+        return found
+
     def describe(self) -> str:
         """How the server is reached, without header values or environment values (they may hold secrets)."""
         if self.command is not None:
@@ -82,14 +93,7 @@ class MCPConfig:
     def secrets(self) -> dict[str, str]:
         """The keys the entries hold, by name: every header value (a ``Bearer`` token without its scheme) and the
         environment values whose names mark them as secrets (see :func:`agentkernel.secrets.is_secret_name`)."""
-        found: dict[str, str] = {}
-        for server, entry in self.servers.items():
-            for header, value in entry.headers.items():
-                scheme, _, token = value.partition(" ")
-                bare = token if token and scheme.lower() in ("bearer", "basic", "token") else value
-                found[f"{server}.{header}"] = bare
-            found.update({name: value for name, value in entry.env.items() if is_secret_name(name)})
-        return found
+        return {name: value for server, entry in self.servers.items() for name, value in entry.secrets(server).items()}
 
     def entry(self, name: str) -> ServerEntry:
         """The entry of server ``name``; AgentConfigError naming the file and the servers it has."""

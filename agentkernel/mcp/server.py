@@ -27,14 +27,16 @@ from pydantic import create_model
 
 from .._version import __version__
 from ..errors import AgentConfigError
+from ..extras import missing, needs
 from ..record.images import images_for_model
+from ..secrets import current
 from ..tether import tethered
 from ..tools import Display, Tool, ToolError, ToolOutput
 from ..tools.schemas import Arguments
 from .config import MCPConfig, ServerEntry, load_config, parse_config
 from .results import Outcome, outcome
 
-INSTALL_HINT = "MCP servers need the mcp package: pip install 'agentkernel[mcp]'"
+INSTALL_HINT = missing("mcp")
 MAX_NAME = 64
 STOP_TIMEOUT = 10.0
 """Seconds a server gets to stop (the SDK closes stdin, then terminates, then kills, within about 5 s)."""
@@ -126,10 +128,8 @@ class MCPServer:
         await self.start()
 
     async def _start(self) -> None:
-        try:
+        with needs("mcp"):
             import mcp  # noqa: F401 - only to say how to install it
-        except ImportError:
-            raise AgentConfigError(INSTALL_HINT) from None
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[tuple[Any, list[Any]]] = loop.create_future()
         self._stopping = asyncio.Event()
@@ -137,18 +137,18 @@ class MCPServer:
         self._owner = loop.create_task(self._own(ready, self._stopping), name=f"agentkernel MCP server {self.name}")
         try:
             self._client, self.listing = await asyncio.wait_for(ready, self.entry.startup_timeout)
+            return
         except TimeoutError:
-            await self._shutdown()
-            raise AgentConfigError(f"MCP server {self.name!r} ({self.entry.describe()}) did not answer its handshake "
-                                   f"within {self.entry.startup_timeout:g} s (startupTimeout){self.stderr_tail()}"
-                                   ) from None
+            problem = f"did not answer its handshake within {self.entry.startup_timeout:g} s (startupTimeout)"
         except asyncio.CancelledError:
             await self._shutdown()
             raise
         except Exception as e:
-            await self._shutdown()
-            raise AgentConfigError(f"MCP server {self.name!r} ({self.entry.describe()}) could not start: "
-                                   f"{_describe(e)}{self.stderr_tail()}") from None
+            problem = f"could not start: {_describe(e)}"
+        await self._shutdown()
+        # Raised outside the handler: an error whose context is the SDK's exception group is shown by IPython as a
+        # full traceback, whatever its own rendering.
+        raise AgentConfigError(f"MCP server {self.name!r} ({self.entry.describe()}) {problem}{self.stderr_tail()}")
 
     async def _own(self, ready: asyncio.Future[tuple[Any, list[Any]]], stopping: asyncio.Event) -> None:
         """The owner task: enter the client, list the tools, wait to be stopped, exit the client — all here."""
@@ -287,7 +287,8 @@ class MCPServer:
                 f"{self.stderr_tail()}")
 
     def stderr_tail(self, lines: int = STDERR_LINES) -> str:
-        """The last lines the server wrote to stderr since it last started, as a clause for a message."""
+        """The last lines the server wrote to stderr since it last started, as a clause for a message, with the
+        kernel's secrets and the entry's keys redacted."""
         if self.entry.command is None:  # an HTTP server's stderr is not ours to read
             return ""
         try:
@@ -298,7 +299,10 @@ class MCPServer:
             return ""
         if not tail:
             return f" (no stderr; log {self.log_path})"
-        return f"\nits stderr ({self.log_path}) ends with:\n" + "\n".join(tail)
+        secrets = current()  # the kernel's, and the keys of this entry (the kernel may not know them yet)
+        for name, value in self.entry.secrets(self.name).items():
+            secrets = secrets.with_values([value], name)
+        return f"\nits stderr ({self.log_path}) ends with:\n" + secrets.redact("\n".join(tail))
 
     # -- tools -----------------------------------------------------------------------------------------------
 

@@ -17,6 +17,8 @@ import hmac
 import json
 import secrets
 import socket
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +54,10 @@ class MCPHTTPServer:
     instructions: str = ""
     rejected: int = 0
     """Requests answered 401 (no token, a wrong one)."""
+    clients: dict[str, float] = field(default_factory=dict)
+    """The clients that listed or called tools (name and version, as each says), with when each was last seen."""
+    on_change: Callable[[], None] | None = None
+    """Told when a client is seen for the first time, and when a request is refused (for a live view)."""
 
     def __post_init__(self) -> None:
         self._server: Any = None
@@ -155,6 +161,8 @@ class MCPHTTPServer:
                 given = dict(scope.get("headers") or []).get(b"authorization", b"")
                 if not hmac.compare_digest(given, expected):
                     self.rejected += 1
+                    if self.on_change is not None:
+                        self.on_change()
                     body = json.dumps({"error": "unauthorized: send the session's Authorization header "
                                                 "(_agent_serve.headers in the notebook)"}).encode()
                     await send({"type": "http.response.start", "status": 401,
@@ -168,8 +176,22 @@ class MCPHTTPServer:
 
     # -- MCP ------------------------------------------------------------------------------------------------------
 
+    def _seen(self, ctx: Any) -> None:
+        info = (ctx.meta or {}).get("io.modelcontextprotocol/clientInfo") if isinstance(ctx.meta, dict) else None
+        params = getattr(ctx.session, "client_params", None)
+        if info is None and params is not None:
+            info = params.client_info.model_dump()
+        if isinstance(info, dict):
+            name = f"{info.get('name', '?')} {info.get('version', '')}".strip()
+            new = name not in self.clients
+            self.clients[name] = time.time()
+            if new and self.on_change is not None:
+                self.on_change()
+
     async def _list_tools(self, ctx: Any, params: Any) -> Any:
         import mcp_types as types
+
+        self._seen(ctx)
 
         return types.ListToolsResult(tools=[
             types.Tool(name=t.name, description=t.description, input_schema=t.parameters,
@@ -177,6 +199,7 @@ class MCPHTTPServer:
             for t in self.session.tools])
 
     async def _call_tool(self, ctx: Any, params: Any) -> Any:
+        self._seen(ctx)
         async def progress(seconds: float, message: str) -> None:
             await ctx.session.report_progress(seconds, None, message)
 

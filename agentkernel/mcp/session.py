@@ -86,11 +86,13 @@ class ServedSession:
         self.no_progress = NoProgressGuard(self.guards.stuck_window, None)
         self.refused: dict[tuple[str, str], str] = {}  # calls a guard refuses from now on, with the guard's word
         self.lock = asyncio.Lock()
-        self.started = time.monotonic()
         self.running: asyncio.Task[Any] | None = None
         self.waiting = 0
         """Calls waiting for the one running."""
         self.count = 0
+        """Calls received."""
+        self.ran = 0
+        """Calls run (those refused or cut before they started are not counted against ``max_tool_calls``)."""
         self._unsubscribe: Callable[[], None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         if self.transcript is not None:
@@ -120,16 +122,18 @@ class ServedSession:
             await self.lock.acquire()
         finally:
             self.waiting -= 1
+        record = ServedCall(call, ToolResult(call, "aborted", "aborted: the client cancelled the call", synthetic=True),
+                            came, time.time() - came)
         try:
-            waited = time.time() - came
-            result = await self._run(call, progress)
-        finally:
+            record.result = await self._run(call, progress)
+        finally:  # a call the client cancelled is recorded too
             self.lock.release()
-        self.calls.append(ServedCall(call, result, came, waited))
-        if self.transcript is not None:
-            self.transcript.item(h.function_call(call.call_id, call.name, call.arguments))
-            self.transcript.item(h.function_call_output(call.call_id, result.output, synthetic=result.synthetic))
-        return result
+            self.calls.append(record)
+            if self.transcript is not None:
+                self.transcript.item(h.function_call(call.call_id, call.name, call.arguments))
+                self.transcript.item(h.function_call_output(call.call_id, record.result.output,
+                                                            synthetic=record.result.synthetic))
+        return record.result
 
     async def _run(self, call: ToolCall, progress: Progress | None) -> ToolResult:
         refusal = self._refusal(call)
@@ -138,6 +142,7 @@ class ServedSession:
             self._emit(ToolCallStarted(call))
             self._emit(ToolCallFinished(result))
             return result
+        self.ran += 1
         task = asyncio.ensure_future(self.runner.run([call]))
         self.running = task
         reporter = asyncio.ensure_future(self._report(call, progress)) if progress is not None else None
@@ -162,7 +167,7 @@ class ServedSession:
         """Why ``call`` is not run: the session ended, a budget is spent, or a guard refuses it; else None."""
         if self.ended:
             return f"not run: this session has ended ({self.ended})"
-        if self.limits.max_tool_calls and len(self.calls) >= self.limits.max_tool_calls:
+        if self.limits.max_tool_calls and self.ran >= self.limits.max_tool_calls:
             self.end(f"HIT_TOOL_CALL_CAP: the session's {self.limits.max_tool_calls} tool calls are spent")
             return f"not run: {self.ended}"
         refused = self.refused.get((call.name, call.normalized))

@@ -44,11 +44,18 @@ def text_delta(value: object) -> TextDelta:
 
 @dataclass
 class FunctionCallEvent:
-    """A complete function call requested by the model."""
+    """A complete function call requested by the model.
+
+    Made inside an adapter from what the server sent: a field that is not text raises ``TypeError`` there (a
+    stream event the adapter cannot read, as with :func:`text_delta`); ``None`` is taken as empty.
+    """
 
     call_id: str
     name: str
     arguments: str
+
+    def __post_init__(self) -> None:
+        _text_fields(self, "call_id", "name", "arguments")
 
 
 @dataclass
@@ -62,6 +69,19 @@ class FunctionCallProgress:
     key: str
     name: str
     arguments_chars: int
+
+    def __post_init__(self) -> None:
+        _text_fields(self, "key", "name")
+
+
+def _text_fields(event: object, *names: str) -> None:
+    """Check that each field is text (``None`` becomes ``""``); ``TypeError`` names the first that is not."""
+    for name in names:
+        value = getattr(event, name)
+        if value is None:
+            setattr(event, name, "")
+        elif not isinstance(value, str):
+            raise TypeError(f"a function call's {name} is a {type(value).__name__}, not text")
 
 
 @dataclass

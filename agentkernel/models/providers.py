@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
+from ..extras import needs
 from .base import ModelError
 
 if TYPE_CHECKING:
@@ -110,6 +111,34 @@ def split_model(spec: str) -> tuple[Provider | None, str]:
     return (provider, rest.strip()) if provider is not None else (None, spec)
 
 
+def misspelt_provider(spec: str) -> str | None:
+    """Why ``spec`` looks like a provider's name misspelt (``antropic:claude-x``), with the provider meant; else None.
+
+    A slip is one letter dropped, added, changed or two swapped (two for the names of nine letters or more). Only
+    for a name bound for OpenAI's own API (no base URL): there a colon is no Ollama ``qwen3:8b`` (``llama3:8b`` is
+    two slips from ``ollama``), and the typo would otherwise surface as a missing OpenAI key.
+    """
+    prefix, colon, rest = spec.partition(":")
+    typed = prefix.strip().lower()
+    meant = [name for name in PROVIDERS if colon and slips(typed, name) <= (2 if len(name) >= 9 else 1)]
+    if not meant:
+        return None
+    return (f"{spec!r}: {prefix.strip()!r} is not a provider; did you mean {meant[0]}:{rest.strip()}? "
+            f"(providers: {', '.join(PROVIDERS)})")
+
+
+def slips(a: str, b: str) -> int:
+    """The number of one-letter slips (drop, add, change, swap two neighbours) between ``a`` and ``b``."""
+    before, row = list(range(len(b) + 1)), list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        before, row, earlier = row, [i], before
+        for j, y in enumerate(b, 1):
+            row.append(min(before[j] + 1, row[j - 1] + 1, before[j - 1] + (x != y)))
+            if i > 1 and j > 1 and x == b[j - 2] and a[i - 2] == y:
+                row[j] = min(row[j], earlier[j - 2] + 1)
+    return row[-1]
+
+
 @dataclass(frozen=True)
 class Resolved:
     """A model string resolved: the provider, the adapter's API, the model's name for it and the base URL given."""
@@ -130,16 +159,20 @@ class Resolved:
                 "or use a scripted model")
 
     def model_object(self, **options: Any) -> Model:
-        """The adapter for this model (its SDK imported now); ``options`` go to its constructor."""
+        """The adapter for this model (its SDK imported now); ``options`` go to its constructor. A missing SDK is an
+        :class:`~agentkernel.errors.AgentConfigError` naming the ``pip install`` command."""
         if self.api == "anthropic":
-            from .anthropic_messages import AnthropicMessagesModel
+            with needs("anthropic"):
+                from .anthropic_messages import AnthropicMessagesModel
 
             return AnthropicMessagesModel(self.model, base_url=self.base_url, **options)
         if self.api == "chat":
-            from .openai_chat import OpenAIChatModel
+            with needs("openai"):
+                from .openai_chat import OpenAIChatModel
 
             return OpenAIChatModel(self.model, base_url=self.base_url, provider=self.provider, **options)
-        from .openai_responses import OpenAIResponsesModel
+        with needs("openai"):
+            from .openai_responses import OpenAIResponsesModel
 
         return OpenAIResponsesModel(self.model, base_url=self.base_url, provider=self.provider, **options)
 
@@ -147,8 +180,11 @@ class Resolved:
 def resolve(spec: str, *, api: str = "responses", base_url: str | None = None) -> Resolved:
     """Resolve ``-m spec`` with ``--api`` and ``--base-url``: a plain name is today's OpenAI (Responses, or Chat
     with ``api="chat"``), as is ``openai:``; the other providers have one adapter each. Raises ``ValueError`` (one
-    line) when ``openai-compatible:`` has no base URL or the model name is empty."""
+    line) when ``openai-compatible:`` has no base URL, the model name is empty, or a name for OpenAI's own API
+    starts with a misspelt provider (``antropic:``)."""
     provider, model = split_model(spec)
+    if provider is None and base_url is None and (suggestion := misspelt_provider(spec)):
+        raise ValueError(suggestion)
     named = provider is not None
     provider = provider or OPENAI
     if named and not model:

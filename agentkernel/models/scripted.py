@@ -75,6 +75,10 @@ class ScriptedModel:
 
     A compaction's summary request (``request.purpose == "summary"``) uses up no scripted turn: it is answered by
     ``summary(request)`` if given, else by the runtime's own note on the turns (:func:`describe_turns`).
+
+    Each run plays a list from its first turn: a request naming another run (its ``cache_key``, the run's id)
+    than the one before starts the list again, so a cell run twice gives the same answer and a run stopped half way
+    (at an approval, say) does not leave the next run the rest of the script.
     """
 
     estimates_usage = True
@@ -87,15 +91,21 @@ class ScriptedModel:
         self.delay = delay
         self.summary = summary
         self.requests = 0
+        """Requests answered in the current run."""
+        self.run: str | None = None
+        """The run (``ModelRequest.cache_key``) the last request came from."""
         self.numbered = -1  # the number of the last turn's call ids
 
     def next_turn(self, request: ModelRequest) -> Turn:
+        if request.cache_key != self.run:
+            self.run, self.requests = request.cache_key, 0
         index = self.requests
         self.requests += 1
         if callable(self.script):
             return as_turn(self.script(request))
         if index >= len(self.script):
-            raise ModelError(f"the scripted model has no turn {index + 1} (it holds {len(self.script)})")
+            raise ModelError(f"the scripted model has no turn {index + 1} (it holds {len(self.script)}, and this run "
+                             "has used them all: end the script with an answer, or give it more turns)")
         return as_turn(self.script[index])
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import time
 import warnings
 from pathlib import Path
 from typing import IO, Any
@@ -15,10 +17,28 @@ from ..text import json_line
 from .history import Item, repair_history
 from .images import image_reference
 
+KEEP = 200
+"""How many runs' transcripts a folder keeps: a run starting in it removes the oldest beyond these."""
+RUN_FILE = re.compile(r"\d{8}-\d{6}-[0-9a-f]{12}\.jsonl")
+"""The name of a transcript :func:`run_transcript` named: other files in the folder are never removed."""
+
 
 def transcript_dir() -> Path:
     """Where run transcripts go unless a run says otherwise (``AGENTKERNEL_TRANSCRIPTS`` overrides)."""
     return Path(os.environ.get("AGENTKERNEL_TRANSCRIPTS", "~/.agentkernel/transcripts")).expanduser()
+
+
+def run_transcript(folder: str | os.PathLike[str], run_id: str, keep: int = KEEP) -> Path:
+    """The path of run ``run_id``'s transcript in ``folder`` (named by the time and the run), after removing the
+    oldest run transcripts there beyond the newest ``keep - 1``, so the folder holds at most ``keep`` with this one.
+    Only files named as this function names them are removed; one that cannot be removed is left."""
+    folder = Path(folder).expanduser()
+    with contextlib.suppress(OSError):  # a folder not made yet holds nothing to remove
+        runs = sorted(p for p in folder.iterdir() if RUN_FILE.fullmatch(p.name))  # the name starts with the time
+        for old in runs[:max(len(runs) - keep + 1, 0)]:
+            with contextlib.suppress(OSError):
+                old.unlink()
+    return folder / f"{time.strftime('%Y%m%d-%H%M%S')}-{run_id}.jsonl"
 
 
 class Transcript:

@@ -53,6 +53,14 @@ to_approve, to_deny = approval_model(), approval_model()''',
         "%%agent -m to_approve --tools write_note\nWrite hello into the note.",
         "%%agent -m to_deny --tools write_note\nWrite hello into the note.",
     ],
+    "trojan.ipynb": [
+        SETUP + """
+# Reads as `level = "user"` with a comment after it; it sets "admin" (Trojan Source, CVE-2021-42574).
+TROJAN = 'level = "user\\u202e \\u2066# check if admin\\u2069 \\u2066" ;level = "admin"'
+trojan = ScriptedModel([Call("run_python", {"code": TROJAN}), "Done."])""",
+        "%%agent -m trojan --tools run_python\nSet the level.",
+        "print('level:', level, _agent.executed_code == [TROJAN])",
+    ],
     "kernel_plot.ipynb": [
         SETUP + '''
 PLOT = "import matplotlib.pyplot as plt\\nplt.plot([1, 3, 2])\\nplt.title('drawn by run_python')\\nplotted = True"
@@ -187,6 +195,24 @@ def test_approve_and_deny_a_side_effecting_tool(open_notebook: OpenNotebook, lab
     nb.shot("approval-3-denied", 2)
 
     assert (lab_server.root / "note.txt").read_text() == "hello\n"  # written once: approved, then denied
+
+
+def test_invisible_characters_are_shown_and_flagged_before_approve(open_notebook: OpenNotebook) -> None:
+    """Issue 27, item 6: bidirectional controls in run_python's code would make the panel show a harmless line; they
+    are shown as ⟨U+202E⟩ and counted above the code, before Approve."""
+    nb = open_notebook("trojan.ipynb")
+    nb.run_and_wait(0)
+    nb.run(1)
+    expect(nb.button(1, "Approve")).to_be_enabled()
+    expect(nb.output(1)).to_contain_text("this code holds 4 invisible characters, shown as ⟨U+…⟩")
+    expect(nb.output(1)).to_contain_text('level = "user⟨U+202E⟩ ⟨U+2066⟩# check if admin⟨U+2069⟩ ⟨U+2066⟩" ;level')
+    shown = nb.output(1).inner_text()
+    assert not [c for c in shown if c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"], shown
+    nb.shot("trojan-1-asking", 1)
+    nb.button(1, "Approve").click()
+    nb.wait_done(1)
+    nb.run_and_wait(2)
+    expect(nb.output(2)).to_have_text(re.compile(r"level: admin True"))  # what ran is the model's code, unchanged
 
 
 def test_approve_run_python_and_see_its_figure_in_the_section(open_notebook: OpenNotebook) -> None:

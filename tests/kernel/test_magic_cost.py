@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from kernel_client import KernelSession, kernel_fixtures
-from openai_server import Reply, ScriptedServer, responses_events
+from kernel_client import KernelSession, kernel_fixtures, widget_state
+from openai_server import Reply, ScriptedServer, chat_events, responses_events
 
 RESET = """\
 %reset -f
@@ -25,6 +25,8 @@ def test_max_cost_without_a_price_fails_the_cell_at_once_naming_price(kernel: Ke
     (error,) = cell.errors
     assert error["ename"] == "AgentConfigError"
     assert re.search(r"--max-cost needs a price.*'scripted'.*give --price IN,OUT\[,CACHED_IN\]", error["evalue"])
+    # a scripted model is looked up nowhere: the reason says so, not "at this URL" (issue 29)
+    assert "(it is a model object that names no provider or URL" in error["evalue"], error["evalue"]
     assert cell.displays == []  # no panel: nothing ran
     # _agent holds the failed start (issue 24): no request was made, and the message is kept
     assert kernel.value("[_agent.status, _agent.rounds, '--price' in _agent.detail]") == ["fatal_error", 0, True]
@@ -60,3 +62,17 @@ def test_a_priced_openai_run_shows_its_cached_tokens(kernel: KernelSession):
     headline = cell.displays[-1]["text/plain"].splitlines()[0]
     cost = (928 * 0.25 + 3072 * 0.025 + 10 * 2) / 1e6
     assert headline.endswith(f"· 4,000 in (3,072 cached) · 10 out · ${cost:.4f}"), headline
+
+
+def test_a_server_that_sends_no_usage_is_estimated_and_the_cell_says_so_in_words(kernel: KernelSession):
+    text = " ".join(f"word{i}" for i in range(60))
+    reply = Reply(chat_events([text], usage=None))  # a server that ignores include_usage
+    with ScriptedServer(reply) as server:
+        cell = kernel.run(f"%%agent --api chat --base-url {server.url} -m small --price 1,1 --max-cost 0.5\nhello")
+    assert cell.status == "ok", cell.describe()
+    note = "the response had no usable token count from the server; its tokens are estimated"
+    assert cell.displays[-1]["text/plain"].splitlines()[0].endswith(f"· {note}")
+    assert any(note in str(widget_state(m).get("value")) for m in cell.of_type("comm_open", "comm_msg"))  # the panel
+    assert kernel.value("_agent.usage.estimated_requests") == 1 and kernel.value("_agent.usage.cost") > 0
+    assert kernel.value(f"{note!r} in _agent.summary")
+

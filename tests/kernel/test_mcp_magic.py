@@ -98,7 +98,9 @@ def test_without_trusted_annotations_every_call_asks(kernel: KernelSession):
     [output] = outputs(kernel)
     # the real reason (the annotations are not trusted) and both ways out; the run says a call was denied
     assert output.startswith("denied: clock__convert_time") and "AGENTKERNEL_NONINTERACTIVE is set" in output
-    assert "MCP server 'clock''s annotations are not trusted" in output
+    assert output.startswith("denied: clock__convert_time may have side effects: MCP server 'clock''s annotations "
+                             "are not trusted, and nobody can approve it"), output
+    assert "has side effects" not in output  # it is not known to have any (issue 29)
     assert '"trustAnnotations": true' in output and "--allow-writes" in output
     assert kernel.value("_agent.denied_calls") == 1
     assert "agent: complete · 2 rounds · 1 tool call · 1 call denied ·" in cell.displays[-1]["text/plain"]
@@ -232,6 +234,25 @@ def test_a_bad_command_and_a_malformed_config_are_clear(kernel: KernelSession):
     assert "broken.json: server 'bad':" in error["evalue"] and "command" in error["evalue"]
     [error] = kernel.run("%%agent -m m --mcp-config nothing-here.json --mcp time\ngo").errors
     assert "there is no MCP configuration file 'nothing-here.json'" in error["evalue"]
+    alive(kernel)
+
+
+def test_a_server_that_fails_at_start_is_one_error_line_without_its_token(kernel: KernelSession):
+    """Issue 27, item 9: an error line as for any bad input (it was a full traceback on stderr), quoting the server's
+    stderr with the token its entry configures redacted."""
+    token = "tok-" + "0123456789abcdefghij" * 2
+    code = "import os, sys; print('auth failed for', os.environ['SERVICE_TOKEN'], file=sys.stderr); sys.exit(3)"
+    write_config(kernel.cwd / "dies.json", {"mcpServers": {"dies": {
+        "command": "python", "args": ["-c", code], "env": {"SERVICE_TOKEN": token}}}})
+    kernel.ok("m = ScriptedModel(['done'])")
+    for line in ("%%agent -m m --mcp-config dies.json --mcp dies\ngo",
+                 "%agent_mcp --mcp-config dies.json restart dies"):
+        cell = kernel.run(line, timeout=60)
+        [error] = cell.errors
+        assert error["ename"] == "AgentConfigError" and len(error["traceback"]) == 1, cell.describe()
+        assert "MCP server 'dies'" in error["evalue"] and "auth failed for [secret $SERVICE_TOKEN]" in error["evalue"]
+        assert not [m for m in cell.messages if m["msg_type"] == "stream"], cell.describe()  # no traceback
+        assert token[4:20] not in str(cell.messages)
     alive(kernel)
 
 
@@ -370,7 +391,7 @@ def test_without_the_mcp_package_mcp_says_how_to_install_it(tmp_path: Path):
         write_config(ks.cwd / ".mcp.json", {"mcpServers": {"time": {"command": "mcp-server-time"}}})
         ks.ok("from agentkernel import ScriptedModel\nm = ScriptedModel(['done'])")
         [error] = ks.run("%%agent -m m --mcp time\ngo").errors
-    assert error["ename"] == "AgentConfigError" and "pip install 'agentkernel[mcp]'" in error["evalue"]
+    assert error["ename"] == "AgentConfigError" and "pip install 'jupyter-agentkernel[mcp]'" in error["evalue"]
 
 
 def test_a_server_installed_in_the_kernels_environment_is_found_without_path(tmp_path: Path):

@@ -74,7 +74,7 @@ def test_read_shows_every_cell_in_order_and_marks_the_agent_cell(kernel: KernelS
                         "··· outputs:\nKeyError: 'Pune'")
     assert cells[3] == f"cell 3 · code · id agent · THIS CELL: the %%agent cell running now\n{code}"
     assert cells[4] == "cell 4 · code · id later\n# not run yet"
-    assert notebook.ops == ["hello", "read", "read"]  # the run's start reads the cells tagged agent-instructions
+    assert notebook.ops == ["hello", "read"]
 
 
 def test_add_cell_inserts_below_the_agent_cell_in_the_order_written_with_metadata(kernel: KernelSession):
@@ -106,7 +106,7 @@ def test_edit_cell_writes_a_read_cell_and_refuses_one_changed_since_or_never_rea
     def users_fix() -> None:
         notebook.cell("broken").update(source="rain['Pune'] = 7  # the user's fix")
 
-    notebook.after_read = lambda: setattr(notebook, "after_read", users_fix)  # the first read: the tagged cells
+    notebook.after_read = users_fix
     notebook.run(notebook.submit(code))
     _, edited, changed, never = kernel.value("outputs()")
     assert edited == ("edited cell load (one undo in its editor restores it); it has not run. The change:\n"
@@ -151,7 +151,7 @@ def test_deny_an_edit_with_a_note_writes_nothing_and_the_note_reaches_the_model(
     assert kernel.value("outputs()")[1] == "denied by the user: keep the loading cell as it is"
     assert notebook.cell("load")["source"] == "rain = {'Oslo': 3, 'Lima': 0}"
     assert "metadata" not in notebook.cell("load")
-    assert notebook.ops == ["hello", "read", "read"]  # no replace was sent (the first read: the tagged cells)
+    assert notebook.ops == ["hello", "read"]  # no replace was sent
 
 
 def test_cells_option_puts_each_executed_snippet_in_a_real_cell(kernel: KernelSession):
@@ -188,3 +188,58 @@ def test_an_extension_without_the_notebook_panel_is_no_front_end(kernel: KernelS
     assert text.startswith("[no notebook extension answers here (the front end answered: no notebook panel has "
                            "this kernel)")
     assert "no notebook is known" in text and notebook.ops == ["hello"]
+
+
+def test_a_failed_hello_is_tried_again_in_the_next_run(kernel: KernelSession):
+    """Issue 27, item 9: a hello the front end answered with an error, or with a reply that is not agentkernel's,
+    disabled the notebook tools for that front end until the page was reloaded (the same client session)."""
+    code = agent_cell(kernel, [("read_notebook", {})])
+    notebook = FakeNotebook(kernel, study(code))
+    notebook.panel = False  # the extension found no panel for this kernel yet (the notebook was still opening)
+    notebook.run(notebook.submit(code))
+    assert kernel.value("outputs()")[0].startswith("[no notebook extension answers here")
+    notebook.panel = True
+    code = agent_cell(kernel, [("read_notebook", {})])
+    notebook.run(notebook.submit(code))
+    assert kernel.value("outputs()")[0].startswith("notebook study.ipynb, live in JupyterLab")
+    assert notebook.ops[:2] == ["hello", "hello"] and "read" in notebook.ops
+
+
+JUNK = 2000
+
+
+def test_junk_replies_cost_no_more_than_reading_them(kernel: KernelSession):
+    """Issue 27, item 9, counted in work, not time: 2,000 replies nobody asked for, sent while the run waits for its
+    read and after the run closed the comm, schedule nothing on the kernel's event loop and write nothing to the
+    cell's stderr (each made the comm package log "No such comm" through ipykernel's IO thread: about a minute on a
+    loaded machine)."""
+    kernel.ok("from agentkernel.jupyter.kernel import notebook as _nb\n"
+              "_settled = []\n"
+              "_settle = _nb.NotebookBridge._settle\n"
+              "_nb.NotebookBridge._settle = lambda self, reply: (_settled.append(reply), _settle(self, reply))[1]\n"
+              "_dropped = _nb.LATE_REPLIES.dropped")
+    code = agent_cell(kernel, [("read_notebook", {}), ("read_notebook", {"start": 1})])
+    notebook = FakeNotebook(kernel, study(code))
+    junk = [{"request_id": f"junk-{i}", "ok": True, "cells": []} for i in range(JUNK // 2)] + \
+        [{"request_id": [[[i]]], "ok": "yes"} for i in range(JUNK // 2)]
+
+    def send_junk() -> None:
+        for data in junk:
+            notebook.send("comm_msg", {"comm_id": comm_id, "data": data})
+
+    comm_id = ""
+
+    def after_read() -> None:  # the model has read; the run goes on with the junk arriving
+        nonlocal comm_id
+        comm_id = next(iter(notebook.comms))
+        send_junk()
+
+    notebook.after_read = after_read
+    notebook.run(notebook.submit(code))
+    assert kernel.value("len(outputs())") == 2
+    send_junk()  # the run closed the comm: to a comm the kernel no longer has
+    kernel.ok("import time; time.sleep(0.01)")  # queued behind the junk: the kernel has read it all
+    assert kernel.value("len(_settled)") == len(notebook.requests) >= 3  # hello and the reads: the real replies
+    assert kernel.value("_nb.LATE_REPLIES.dropped - _dropped") >= JUNK  # each warning dropped, unwritten
+    streams = [m for messages in kernel.iopub.values() for _, m in messages if m["msg_type"] == "stream"]
+    assert not [m for m in streams if "No such comm" in m["content"]["text"]]

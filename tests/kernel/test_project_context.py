@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fake_notebook import FakeNotebook, code_cell
 from kernel_client import KernelSession, kernel_env
 from mcp_servers import EVERYTHING, need, write_config
 from openai_server import TEST_KEY, Reply, ScriptedServer, responses_events
-from test_notebook_comm import FakeNotebook, code_cell
 
 SECRET = "ghp_ProjectInstructionToken0123456789abc"
 PICTURES = Path(__file__).parents[1] / "mcp" / "picture_server.py"
@@ -99,12 +99,16 @@ def test_a_skill_body_reaches_the_model_only_after_load_skill(kernel: KernelSess
 
 
 def test_tagged_cells_live_and_saved(kernel: KernelSession, server: ScriptedServer) -> None:
-    # through the extension's read (the front end played by the test)
-    answer(server, "d'accord")
-    code = "%%agent -m gpt-4.1-mini --tools read_file\ngo"
+    # through the extension's read (the front end played by the test), once it has answered in this session
+    kernel.ok("get_ipython()._agentkernel_notebook = None")
+    server.add(Reply(responses_events([], [("c1", "read_notebook", "{}")])))
+    answer(server, "read", "d'accord")
+    code = "%%agent -m gpt-4.1-mini --tools read_file,read_notebook\ngo"
     notebook = FakeNotebook(kernel, [TAGGED, code_cell("agent", code)])
     notebook.run(notebook.submit(code))
-    assert notebook.ops[:2] == ["hello", "read"]
+    assert notebook.ops == ["hello", "read"]  # the first run's start: no hello of its own (nothing answered yet)
+    notebook.run(notebook.submit(code))
+    assert notebook.ops == ["hello", "read", "hello", "read"]  # the second's: the tagged cells, live
     system = system_of(server)
     assert system.index("analysis/CLAUDE.md") < system.index("## From the notebook's cells tagged "
                                                              "agent-instructions\n\nAnswer in French.")

@@ -10,7 +10,9 @@ user's cell runs while the session is open, and a call that comes meanwhile runs
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -240,3 +242,38 @@ def test_the_stdio_bridge_without_a_token_says_how():
     done = subprocess.run([sys.executable, "-m", "agentkernel.serve_stdio", "http://127.0.0.1:9/mcp"], env=env,
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 2 and "AGENTKERNEL_TOKEN is not set" in done.stderr and done.stdout == ""
+
+
+def gemini_cli() -> str:
+    """Gemini CLI (npm ``@google/gemini-cli``), from ``$AGENTKERNEL_GEMINI_CLI`` or PATH; skip without it (it is not
+    among the packages scripts/test.sh installs: it is large, and only this test uses it)."""
+    found = os.environ.get("AGENTKERNEL_GEMINI_CLI") or shutil.which("gemini")
+    if not found:
+        pytest.skip("Gemini CLI is not installed (npm install @google/gemini-cli; AGENTKERNEL_GEMINI_CLI=its path)")
+    return found
+
+
+def test_gemini_cli_connects_with_the_panels_snippet_and_not_with_a_wrong_token(kernel, serve, tmp_path):
+    gemini = gemini_cli()
+    _, url, headers = serve()
+    snippet = kernel.value("__import__('agentkernel.jupyter.serve', fromlist=['snippets']).snippets("
+                           "_agent_serve.url, _agent_serve.headers['Authorization'].split()[1])")
+    settings = json.loads(snippet["Gemini CLI (~/.gemini/settings.json)"])
+    assert settings["mcpServers"]["notebook"]["httpUrl"] == url
+
+    def listed(settings: dict) -> str:
+        home = tmp_path / f"home{len(list(tmp_path.iterdir()))}"
+        (home / ".gemini").mkdir(parents=True)
+        # A folder the CLI does not trust gets no MCP servers: this one is trusted for the test.
+        (home / ".gemini" / "settings.json").write_text(json.dumps({**settings,
+                                                                     "security": {"folderTrust": {"enabled": False}}}))
+        done = subprocess.run([gemini, "mcp", "list"], env={**os.environ, "HOME": str(home)}, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        return done.stdout + done.stderr
+
+    shown = listed(settings)
+    assert f"notebook: {url} (http) - Connected" in shown, shown
+    settings["mcpServers"]["notebook"]["headers"]["Authorization"] = "Bearer wrong"
+    shown = listed(settings)
+    assert "Connected" not in shown.replace("Disconnected", ""), shown
+    assert kernel.value("_agent_serve.server.rejected") > 0 and kernel.value("_agent_serve.calls") == []

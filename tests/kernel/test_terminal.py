@@ -1,9 +1,10 @@
 """``%%agent`` in terminal IPython (issue 24, items 1-2) and in ``jupyter console`` (issue 27, item 7), driven
 through a pty as a person types.
 
-A ``%%agent`` line waits for the cell body as ``%%timeit`` does (Enter on an empty line runs it), and a
-side-effecting call is asked about on the terminal: ``y``, ``a`` (the tool for the rest of the run), a note that
-denies, and Ctrl-C, which denies and stops the run.
+A ``%%agent`` line waits for the cell body as ``%%timeit`` does, and Enter on one empty line runs it; a
+side-effecting call is asked about on the terminal, its code shown as code: ``y``, ``a`` (the tool for the rest of
+the run), a note that denies, and Ctrl-C, which denies and stops the run. Ctrl-C during a run is named as the user's
+(issue 29).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,12 +53,13 @@ class Terminal:
             self.child.sendline(line)
         return self.prompt()
 
-    def ask(self, *lines: str) -> None:
-        """Type a cell of ``lines`` and the empty line that ends it (as ``%%timeit`` is ended); wait for the
-        approval question."""
-        for line in (*lines, "", ""):
+    def ask(self, *lines: str) -> str:
+        """Type a cell of ``lines`` and the one empty line that ends it; wait for the approval question and return
+        what came before it."""
+        for line in (*lines, ""):
             self.child.sendline(line)
         self.child.expect(QUESTION)
+        return str(self.child.before)
 
     def value(self, expression: str) -> str:
         self.child.sendline(f"print('VALUE', repr({expression}), 'END')")
@@ -90,7 +93,9 @@ def test_a_cell_waits_for_its_body_and_approvals_are_asked_on_the_terminal(termi
     terminal.prompt()
     child.sendline("%%agent -m m")
     assert child.expect([r"\.\.\.:", r"UsageError", rf"In \[{terminal.count}\]:"]) == 0  # waits, like %%timeit
-    terminal.ask("compute x")  # an empty line ends the cell
+    asked = terminal.ask("compute x")  # one empty line ends the cell
+    assert re.search(r"run_python has side effects; its arguments:\r?\ncode:\r?\n    x = 6 \* 7\r?\n", asked), asked
+    assert '"code"' not in asked  # code as code, not as a JSON string
     child.sendline("y")
     child.expect(QUESTION)  # asked again: "y" approves one call
     child.sendline("n")
@@ -131,6 +136,26 @@ def test_ctrl_c_at_the_question_denies_and_stops_the_run(terminal: Terminal):
     assert terminal.value("1 + 1") == "2"  # the shell goes on
 
 
+def test_a_multi_line_code_argument_is_shown_as_the_code_it_is(terminal: Terminal):
+    terminal.cell("m = ScriptedModel([Call('run_python', {'code': 'import os\\nz = os.sep'}), 'done'])")
+    asked = terminal.ask("%%agent -m m", "compute")
+    assert re.search(r"code:\r?\n    import os\r?\n    z = os.sep\r?\n", asked) and "\\n" not in asked, asked
+    terminal.child.sendline("y")
+    terminal.prompt()
+    assert terminal.value("z") == "'/'"
+
+
+def test_ctrl_c_during_a_run_is_named_as_the_users(terminal: Terminal):
+    child = terminal.child
+    terminal.cell("slow = ScriptedModel(['one two three four five six seven eight nine ten'], delay=1.0)")
+    child.sendline("%agent -m slow count")
+    time.sleep(3)  # the run is under way (the terminal shows it when it ends): ten words, a second each
+    child.sendintr()
+    shown = terminal.prompt()
+    assert "interrupted by you (Ctrl-C)" in shown and "kernel interrupt" not in shown, shown
+    assert terminal.value("(_agent.status, _agent.detail)") == repr(("aborted", "interrupted by you (Ctrl-C)"))
+
+
 def test_invisible_characters_are_shown_and_counted_before_the_question(terminal: Terminal):
     """Issue 27, item 6: a right-to-left override and a zero-width space in run_python's code reach the terminal as
     ⟨U+202E⟩ and ⟨U+200B⟩, flagged before the question, never raw."""
@@ -147,6 +172,11 @@ def test_invisible_characters_are_shown_and_counted_before_the_question(terminal
     assert terminal.value("x") == "1"  # what ran is the model's code itself
 
 
+def test_agent_serve_says_it_needs_a_jupyter_kernel(terminal: Terminal):
+    shown = terminal.cell("%agent_serve")
+    assert "UsageError" in shown and "%agent_serve needs a Jupyter kernel" in shown, shown
+
+
 def test_jupyter_console_asks_on_the_terminal_and_runs_on_y(tmp_path: Path):
     """A console's request (``allow_stdin`` and no ``cellId``) is asked through ``input()``, as terminal IPython
     asks: it waited ``approval_timeout`` (300 s) for a panel nobody could click, then denied."""
@@ -161,7 +191,7 @@ def test_jupyter_console_asks_on_the_terminal_and_runs_on_y(tmp_path: Path):
             child.expect(rf"In \[{number}\]: ")
             child.sendline(line)
         child.expect(QUESTION, timeout=30)  # at once: not after approval_timeout
-        assert '"code": "x = 6 * 7"' in child.before
+        assert re.search(r"code:\r?\n    x = 6 \* 7", child.before), child.before
         child.sendline("y")
         child.expect(QUESTION)
         child.sendline("n")

@@ -56,7 +56,11 @@ class FakeNotebook:
         return cell
 
     def serve(self, cell: Cell) -> None:
-        for msg in cell.messages:
+        # The cell's messages, and requests on its comms sent from elsewhere (an Undo click's task has the click as
+        # its parent message)
+        elsewhere = [m for parent, items in list(self.kernel.iopub.items()) if parent != cell.msg_id for _, m in items
+                     if m["msg_type"] == "comm_msg" and m["content"].get("comm_id") in self.comms]
+        for msg in [*cell.messages, *elsewhere]:
             content = msg["content"]
             if msg["header"]["msg_id"] in self.handled:
                 continue

@@ -228,13 +228,13 @@ def test_recording_again_starts_the_cassette_afresh(tmp_path):
 
 def test_one_recorder_appends_its_own_exchanges_and_append_keeps_the_file(tmp_path):
     cassette = tmp_path / "kept.jsonl"
-    recorder = RecordingModel(ScriptedModel([Call("lookup", {"word": "a"}), "done", "again"]), cassette)
+    recorder = RecordingModel(ScriptedModel([Call("lookup", {"word": "a"}), "done"]), cassette)
     asyncio.run(run("go", model=recorder, tools=[lookup_tool()]))
     assert len(cassette.read_text().splitlines()) == 2
-    asyncio.run(run("more", model=recorder))  # the same recorder, a second run: appended
-    assert len(cassette.read_text().splitlines()) == 3
-    asyncio.run(run("x", model=RecordingModel(ScriptedModel(["x"]), cassette, append=True)))
+    asyncio.run(run("more", model=recorder, tools=[lookup_tool()]))  # the same recorder, a second run: appended
     assert len(cassette.read_text().splitlines()) == 4
+    asyncio.run(run("x", model=RecordingModel(ScriptedModel(["x"]), cassette, append=True)))
+    assert len(cassette.read_text().splitlines()) == 5
 
 
 def test_replay_fails_clearly_on_another_system_prompt(tmp_path):

@@ -124,6 +124,31 @@ def test_a_server_that_dies_at_start_quotes_its_stderr():
     asyncio.run(main())
 
 
+TOKEN = "tok-" + "0123456789abcdefghij" * 2
+
+
+@pytest.mark.parametrize("name", ["SERVICE_TOKEN", "DB_PASSWORD"])
+def test_a_start_up_failure_is_one_error_without_its_configured_token(name: str):
+    """Issue 27, item 9: the stderr tail quotes the server's complaint, never the token its entry configures (the
+    kernel may not know that key yet: ``%agent_mcp restart`` starts a server before any run), and the error has no
+    exception (group) as its context, which IPython would show as a full traceback."""
+    pytest.importorskip("mcp")
+    code = f"import os, sys; print('auth failed for', os.environ[{name!r}], 'at start', file=sys.stderr); sys.exit(3)"
+    entry = {"command": sys.executable, "args": ["-c", code], "env": {name: TOKEN}}
+
+    async def main() -> AgentConfigError:
+        with pytest.raises(AgentConfigError) as caught:
+            async with connect({"mcpServers": {"db": entry}}, "db"):
+                pass
+        return caught.value
+
+    error = asyncio.run(main())
+    message = str(error)
+    assert "could not start" in message and f"auth failed for [secret ${name}] at start" in message, message
+    assert TOKEN not in message and TOKEN[4:20] not in message
+    assert error.__context__ is None and error.__cause__ is None
+
+
 def test_a_server_that_never_answers_is_stopped_after_the_startup_timeout():
     pytest.importorskip("mcp")
     config = {"mcpServers": {"mute": {"command": sys.executable,

@@ -34,10 +34,11 @@ def test_agents_md_wins_over_its_kin_in_one_folder(tmp_path: Path) -> None:
     assert [i.source for i in instruction_files(tmp_path, tmp_path / "sub")] == ["AGENTS.md", "sub/CLAUDE.md"]
 
 
-def test_a_folder_outside_the_root_reads_only_itself(tmp_path: Path) -> None:
-    tree(tmp_path, {"root/AGENTS.md": "root's", "elsewhere/AGENTS.md": "its own"})
+def test_a_folder_outside_the_root_comes_after_the_root(tmp_path: Path) -> None:
+    tree(tmp_path, {"root/AGENTS.md": "root's", "root/sub/AGENTS.md": "not on the way", "elsewhere/AGENTS.md": "own"})
     found = instruction_files(tmp_path / "root", tmp_path / "elsewhere")
-    assert [i.text for i in found] == ["its own"]
+    assert [i.text for i in found] == ["root's", "own"]
+    assert found[1].source == str(tmp_path / "elsewhere" / "AGENTS.md")
 
 
 def test_unreadable_empty_and_huge_files(tmp_path: Path) -> None:

@@ -243,3 +243,15 @@ def test_a_cell_to_add_shows_highlighted_as_its_type_and_an_edit_as_a_diff():
     assert arguments_html(json.dumps({"source": "x"}), "my_tool").startswith("<pre")  # another tool's source: JSON
     diff = re.sub(r"<[^>]+>", "", change_html("rain = 1\nkeep", "rain = 2\nkeep"))
     assert diff.startswith("the change · before → after") and "-rain = 1\n+rain = 2\n keep" in diff
+
+
+def test_the_status_line_says_the_panel_waits_for_the_models_first_token():
+    from agentkernel.models.base import TextDelta
+
+    panel = Panel(Limits(), StopSignal())
+    panel(RoundStarted(1))
+    panel.refresh()
+    assert "waiting for the model's first token" in panel.status.value
+    panel(TextDelta("Hi"))
+    panel.refresh()
+    assert "waiting" not in panel.status.value

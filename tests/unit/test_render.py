@@ -58,3 +58,12 @@ def test_a_long_run_keeps_its_first_and_last_entries_and_counts_the_rest() -> No
     assert record.omitted == rounds + 1 - HEAD_ENTRIES - TAIL_ENTRIES
     text = render_text(result, record)
     assert f"… {record.omitted} more entries" in text and 'lookup(key="399")' in text and 'lookup(key="0")' in text
+
+
+def test_an_add_cell_approval_names_the_cell_type_once():
+    import json
+
+    from agentkernel.jupyter.render import arguments_html
+
+    shown = arguments_html(json.dumps({"source": "x = 1", "cell_type": "code", "after": "abc"}), "add_cell")
+    assert "code cell · 1 line" in shown and "cell_type" not in shown and "after" in shown

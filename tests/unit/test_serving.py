@@ -93,6 +93,7 @@ def test_tools_are_listed_with_truthful_annotations_and_a_read_only_call_runs():
             result = await c.call_tool("peek", {"key": "a"})
             assert not result.is_error and text(result).startswith("value of a")
             assert [c.name for c in server.session.calls] == ["peek"]
+            assert [name.split()[0] for name in server.clients] == ["mcp"]  # the client, as it names itself
 
     run(main)
 
@@ -205,6 +206,40 @@ def test_stop_cuts_the_running_call_and_the_client_gets_an_error_result():
     run(main)
 
 
+def test_the_sessions_clock_cuts_the_running_call_and_ends_the_session():
+    async def main() -> None:
+        async with served(limits=Limits(max_seconds=1.0)) as server, client(server) as c:
+            began = time.monotonic()
+            result = await c.call_tool("spin", {"seconds": 30})
+            assert time.monotonic() - began < 3
+            assert result.is_error and "HIT_WALL_CLOCK" in text(result)
+            after = await c.call_tool("peek", {"key": "a"})
+            assert after.is_error and "HIT_WALL_CLOCK" in text(after) and ran == ["spin"]
+
+    run(main)
+
+
+def test_a_tools_own_timeout_holds_per_call():
+    @tool(timeout=0.3)
+    async def slow() -> str:
+        """Take too long."""
+        await asyncio.sleep(30)
+        return "never"
+
+    async def main() -> None:
+        server = MCPHTTPServer(ServedSession([slow]))
+        await server.start()
+        try:
+            async with client(server) as c:
+                result = await c.call_tool("slow", {})
+                assert result.is_error and "timed out after 0.3 s" in text(result)
+                assert not server.session.ended  # the session goes on
+        finally:
+            await server.stop()
+
+    run(main)
+
+
 def test_the_clients_cancellation_cancels_the_call_and_the_next_one_runs():
     async def main() -> None:
         async with served() as server, client(server) as c:
@@ -214,6 +249,7 @@ def test_the_clients_cancellation_cancels_the_call_and_the_next_one_runs():
             assert server.session.running is None
             result = await c.call_tool("peek", {"key": "a"})
             assert not result.is_error
+            assert [(c.name, c.status) for c in server.session.calls] == [("spin", "aborted"), ("peek", "ok")]
 
     run(main)
 

@@ -47,3 +47,20 @@ def test_a_write_that_fails_ends_the_transcript_not_the_run() -> None:
         transcript.write({"event": "start"})
     assert transcript.error is not None and "No space left on device" in transcript.error
     transcript.write({"event": "finish"})  # ignored from now on, without another warning
+
+
+def test_a_folder_keeps_the_newest_runs_and_never_touches_other_files(tmp_path: Path) -> None:
+    from agentkernel.record.transcript import KEEP, run_transcript
+
+    names = [f"202612{day:02d}-{second:06d}-{second:012x}.jsonl" for day in (1, 2) for second in range(KEEP)]
+    for name in names:
+        (tmp_path / name).write_text("{}\n")
+    (tmp_path / "notes.jsonl").write_text("mine\n")
+    (tmp_path / "20261201-000000-run.jsonl").write_text("named by hand\n")
+    result = run_sync("hi", model=ScriptedModel(["hello"]), transcript=tmp_path)
+    written = Path(result.transcript or "")
+    assert written.parent == tmp_path and written.read_text().count('"event": "item"') == 2
+    runs = sorted(p.name for p in tmp_path.iterdir() if p.name not in ("notes.jsonl", "20261201-000000-run.jsonl"))
+    assert len(runs) == KEEP and runs == sorted([*names[-(KEEP - 1):], written.name])  # the oldest went
+    assert (tmp_path / "notes.jsonl").read_text() == "mine\n" and (tmp_path / "20261201-000000-run.jsonl").exists()
+    assert run_transcript(tmp_path / "not-made-yet", "0123456789ab").name.endswith("-0123456789ab.jsonl")

@@ -6,17 +6,23 @@ comm with the same ``request_id``. Replies are comm messages on the shell channe
 dispatches while the ``%%agent`` cell awaits (DESIGN.md), so a request awaits a future that the comm's message
 handler settles through ``call_soon_threadsafe`` (it may run on another thread, a kernel subshell's). Every wait
 is short: where no extension answers (VS Code, Colab, nbclient, papermill, terminal IPython) the ``hello`` ends
-after :data:`HELLO_TIMEOUT` seconds, and that answer is kept for the kernel's client session, so a headless run
-pays it at most once per kernel::
+after :data:`HELLO_TIMEOUT` seconds, and that silence is kept for the kernel's client session, so a headless run
+pays it at most once per kernel; a hello that failed otherwise (an error, a reply that is not agentkernel's, a
+closed comm) cost nothing and is tried again in the next run::
 
     bridge = NotebookBridge.of(shell)
     front_end = await bridge.connect()       # None: no extension answered (bridge.absent says why)
     reply = await bridge.request("read")     # {"ok": True, "path": ..., "cells": [...]}
+
+Replies nobody waits for (late ones, or a hostile front end's junk) cost the kernel no more than reading them: they
+schedule nothing on the event loop, and the ``comm`` package's warning for a message to a comm that is closed
+(which ipykernel writes to the cell's stderr, waiting for its IO thread each time) is dropped for ours.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -31,8 +37,43 @@ REQUEST_TIMEOUT = 5.0
 """Seconds a read, insert or replace may take before the front end is taken to be gone."""
 
 
+CLOSED_KEPT = 1000
+"""How many of the comms this module closed are remembered, to drop the warnings of messages sent to them."""
+
+
 class NotebookUnavailable(Exception):
     """No front end answers the comm (or it stopped answering): the message says which."""
+
+
+class NoAnswer(NotebookUnavailable):
+    """Nothing came back in time (no extension is there, or it stopped answering)."""
+
+
+class LateReplies(logging.Filter):
+    """Drops the ``comm`` package's "No such comm" warning for messages to the comms :class:`NotebookBridge` closed
+    (measured: each such warning cost the kernel about 1 ms of CPU and a wait for ipykernel's IO thread, 2,000 of
+    them about half of all the kernel did for them; on a loaded machine the waits made it about a minute)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed: dict[str, None] = {}  # an ordered set: the newest CLOSED_KEPT ids
+        self.dropped = 0
+
+    def add(self, comm_id: str) -> None:
+        self.closed[comm_id] = None
+        if len(self.closed) > CLOSED_KEPT:
+            del self.closed[next(iter(self.closed))]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg == "No such comm: %s" and isinstance(record.args, tuple) and record.args[:1] and \
+                record.args[0] in self.closed:
+            self.dropped += 1
+            return False
+        return True
+
+
+LATE_REPLIES = LateReplies()
+logging.getLogger("Comm").addFilter(LATE_REPLIES)  # the comm package's logger
 
 
 @dataclass
@@ -70,6 +111,8 @@ class NotebookBridge:
     """Why no front end answers (set when the last ``hello`` had no answer)."""
     absent_session: str | None = None
     """The client session in which no front end answered: the next hello waits for a new session."""
+    answered_session: str | None = None
+    """The client session in which the extension last answered a hello."""
     comm: Any = None
     loop: asyncio.AbstractEventLoop | None = None
     pending: dict[str, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
@@ -96,8 +139,8 @@ class NotebookBridge:
         if not live:
             self.absent = "the cell does not await (%autoawait is off), so the front end's answers cannot arrive"
             return None
-        if self.absent and self.absent_session == session:
-            return None
+        if self.absent_session is not None and self.absent_session == session:
+            return None  # no extension answered in this session: do not wait for it again
         import comm  # ipykernel sets comm.create_comm to make its own comms
 
         from .cells import FrontEnd  # pydantic, loaded when a notebook tool is first used
@@ -114,13 +157,13 @@ class NotebookBridge:
             self.front_end = FrontEnd.model_validate(reply)
         except ValueError:
             self.close()
-            self.absent, self.absent_session = "the front end's hello was not agentkernel's", session
+            self.absent, self.absent_session = "the front end's hello was not agentkernel's", None
             return None
         except NotebookUnavailable as e:
             self.close()
-            self.absent, self.absent_session = f"{e}", session
+            self.absent, self.absent_session = f"{e}", session if isinstance(e, NoAnswer) else None
             return None
-        self.absent, self.absent_session = "", None
+        self.absent, self.absent_session, self.answered_session = "", None, session
         return self.front_end
 
     async def request(self, op: str, **fields: Any) -> dict[str, Any]:
@@ -144,6 +187,7 @@ class NotebookBridge:
                 future.cancel()
         self.pending.clear()
         if comm is not None:
+            LATE_REPLIES.add(comm.comm_id)
             try:
                 comm.close()
             except Exception:  # noqa: BLE001 - the kernel is shutting down: nothing to tell
@@ -163,17 +207,20 @@ class NotebookBridge:
         try:
             return await asyncio.wait_for(future, timeout)
         except TimeoutError:
-            raise NotebookUnavailable(f"no notebook front end answered in {timeout:g} s") from None
+            raise NoAnswer(f"no notebook front end answered in {timeout:g} s") from None
         finally:
             self.pending.pop(request_id, None)
 
     def _on_msg(self, msg: dict[str, Any]) -> None:
-        """The comm's message handler (maybe on another thread): hand the reply to the kernel's event loop."""
+        """The comm's message handler (maybe on another thread): hand a reply someone waits for to the kernel's event
+        loop; any other is dropped here, at the cost of reading it."""
         data = msg.get("content", {}).get("data")
-        if isinstance(data, dict) and self.loop is not None:
+        request_id = data.get("request_id") if isinstance(data, dict) else None
+        if isinstance(request_id, str) and request_id in self.pending and self.loop is not None:
             self.loop.call_soon_threadsafe(self._settle, data)
 
     def _on_close(self, msg: dict[str, Any]) -> None:
+        LATE_REPLIES.add(str(msg.get("content", {}).get("comm_id")))
         if self.loop is not None:
             self.loop.call_soon_threadsafe(self._closed)
 

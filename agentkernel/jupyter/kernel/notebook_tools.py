@@ -71,6 +71,8 @@ class NotebookTools:
         self.log = ChangeLog.of(shell)
         self.changes: RunChanges | None = None
         """The cells this run added or edited (None until it changes one)."""
+        self.on_change: Callable[[RunChanges], None] | None = None
+        """Called at the run's first change of the notebook (the panel shows its Undo button then)."""
         self.anchor = ""  # the last cell this run put at the default place: the next one goes below it
         self.agent_cell = request.cell_id
         self.queued: list[tuple[str, str]] = []  # (cell_type, source) of add_cell calls with no extension
@@ -269,8 +271,10 @@ class NotebookTools:
 
     async def live_instructions(self) -> Instruction | None:
         """The tagged cells as the front end has them now (unsaved edits included), where agentkernel's extension
-        answers for a notebook cell; else those of the saved notebook."""
-        if self.request.cell_id and await self.front_end() is not None:
+        has answered in this client session already; else those of the saved notebook. (Not a hello of its own: in a
+        front end that neither answers nor closes the comm, that would cost every session's first run its timeout.)"""
+        known = self.request.session and self.bridge.answered_session == self.request.session
+        if known and self.request.cell_id and await self.front_end() is not None:
             try:
                 return _tagged(await self.read_live())
             except (NotebookUnavailable, RuntimeError, ValueError):
@@ -283,6 +287,8 @@ class NotebookTools:
         """This run's log of changed cells (made at its first change)."""
         if self.changes is None:
             self.changes = self.log.run(run_id)
+            if self.on_change is not None:
+                self.on_change(self.changes)
         return self.changes
 
     async def front_end(self) -> FrontEnd | None:

@@ -11,6 +11,8 @@ Notebook 7 with the extension can change cells; elsewhere the undo says why it c
 
 from __future__ import annotations
 
+import asyncio
+import html
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,6 +125,8 @@ class ChangeLog:
         """The changes of ``run_id`` (by default the last run with changes left), or why there are none."""
         if not run_id:
             last = next((run for run in reversed(self.runs.values()) if run.cells), None)
+            if last is None and self.runs:
+                return "nothing left to undo: the notebook changes of this kernel's runs have been taken back"
             return last or ("nothing to undo: no run of this kernel has changed the notebook (add_cell and "
                             f"edit_cell change it where the extension answers: {ONLY_WITH_EXTENSION})")
         run = self.runs.get(run_id)
@@ -134,7 +138,7 @@ class ChangeLog:
         return run
 
 
-async def undo(shell: Any, run_id: str = "", *, session: str | None = None, live: bool = True) -> str:
+async def undo(shell: Any, run_id: str = "", *, session: str | None = None) -> str:
     """Take back the notebook changes of ``run_id`` (by default the last run that changed it); one line saying what
     was done, or why not. ``session``: the client session asking (by default the running cell's)."""
     found = ChangeLog.of(shell).find(run_id)
@@ -144,7 +148,7 @@ async def undo(shell: Any, run_id: str = "", *, session: str | None = None, live
     bridge = NotebookBridge.of(shell)
     opened = bridge.front_end is None  # a run still going keeps its comm; otherwise say hello for this undo
     if opened:
-        await bridge.connect(ExecuteRequest.of(shell).session if session is None else session, live=live)
+        await bridge.connect(ExecuteRequest.of(shell).session if session is None else session)
     front_end = bridge.front_end
     try:
         if front_end is None:
@@ -187,6 +191,30 @@ def _outcome(run: RunChanges, reply: dict[str, Any]) -> str:
     if done:
         return f"undid part of run {run.run_id}: {', '.join(done)}; {why}"
     return f"did not undo run {run.run_id}: {why}"
+
+
+UNDO_LABEL = "Undo this run's notebook changes"
+
+
+def live_button(shell: Any, changes: RunChanges, session: str) -> Any:
+    """The live panel's Undo button for a run that has changed the notebook, and the line beside it saying what the
+    undo did. A click takes back what the run changed so far (what it changes later stays undoable from its record);
+    it may come on another thread, so it hands the undo to the kernel's event loop (the run's, which is running)."""
+    import ipywidgets as widgets  # type: ignore[import-untyped]
+
+    loop = asyncio.get_running_loop()
+    button = widgets.Button(description=UNDO_LABEL, icon="undo", button_style="warning",
+                            tooltip=f"%agent_undo {changes.run_id}: remove the cells this run added, give back the "
+                                    "source of the cells it edited")
+    said = widgets.HTML()
+
+    async def take_back() -> None:
+        button.disabled = True
+        said.value = html.escape(await undo(shell, changes.run_id, session=session))
+        button.disabled = False
+
+    button.on_click(lambda _: loop.call_soon_threadsafe(lambda: loop.create_task(take_back())))
+    return widgets.HBox([button, said])
 
 
 async def undo_line(shell: Any, line: str) -> str:
