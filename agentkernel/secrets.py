@@ -173,6 +173,8 @@ class SecretSet:
         a piece of 16 bytes, covers one of the text's 4-byte words at a multiple of 4; the words are looked up in
         the index all at once (a set operation), and only a hit is checked, by growing it both ways.
         """
+        if len(text) < MIN_SECRET_CHARS:  # shorter than any form of a secret, or any shape
+            return text
         data = text.encode("utf-8", "surrogatepass")
         replaced = self._replaced(data, shapes)
         if not replaced:
@@ -258,34 +260,38 @@ class KernelSecrets:
         self._configured: dict[str, str] = {}  # the run's model and MCP entries' keys
         self._env_names: tuple[str, ...] = ()  # %config AgentMagics.secret_env
         self._set = SecretSet()
-        self._fresh = False
-        self._environment: tuple[object, tuple[str, ...], dict[str, str]] | None = None  # (snapshot, names, found)
-        self._read: tuple[object, ...] = ()  # what the named variables held at the last refresh
+        # What the set was made from, with it, replaced as one (threads call current and refresh too): the
+        # environment as it was, what the named variables held, the environment's secrets and the names looked for.
+        self._made: tuple[dict[Any, Any], tuple[object, ...], dict[str, str], tuple[str, ...], SecretSet] | None = None
 
     @property
     def current(self) -> SecretSet:
         """The set as it is now: recomputed only if the environment or a named variable changed since it last was
         (by anyone: a read-only tool, a background thread refreshing a token)."""
-        if self._fresh and self._environment is not None and self._environment[0] == _raw_environment() and (
-                not self._named or _same(self._read, self._read_named())):
-            return self._set
+        made = self._made
+        if made is not None and made[0] == _raw_environment() and (
+                not self._named or _same(made[1], self._read_named())):
+            return made[4]
         return self.refresh()
 
     def refresh(self) -> SecretSet:
         """Recompute the set from the environment and what was named; a new version only if it changed."""
-        found: dict[str, str] = {}
-        self._read = read = self._read_named()
-        for name, value in zip(self._named, read, strict=True):
-            if isinstance(value, str) and len(value) >= MIN_SECRET_CHARS:
-                found[name] = value
-        for source in (self._added, self._environment_secrets(), self._configured):
-            for name, value in source.items():
-                found.setdefault(name, value)
-        secrets = tuple(found.items())
-        with self._lock:
+        with self._lock:  # one at a time: a refresh that read the environment first must not land last
+            snapshot = dict(_raw_environment())
+            read = self._read_named()
+            found = {name: value for name, value in zip(self._named, read, strict=False)
+                     if isinstance(value, str) and len(value) >= MIN_SECRET_CHARS}
+            made = self._made
+            # Reading the environment's secrets costs ten times comparing it: only when it or the names changed.
+            environment = made[2] if made is not None and made[0] == snapshot and made[3] == self._env_names \
+                else environment_secrets(named=self._env_names)
+            for source in (self._added, environment, self._configured):
+                for name, value in source.items():
+                    found.setdefault(name, value)
+            secrets = tuple(found.items())
             if secrets != self._set.secrets:
                 self._set = SecretSet(secrets, self._set.version + 1)
-            self._fresh = True
+            self._made = (snapshot, read, environment, self._env_names, self._set)
             return self._set
 
     def _read_named(self) -> tuple[object, ...]:
@@ -296,14 +302,6 @@ class KernelSecrets:
             except Exception:  # noqa: BLE001 - a variable deleted since it was named: nothing to hide there
                 values.append(None)
         return tuple(values)
-
-    def _environment_secrets(self) -> dict[str, str]:
-        """:func:`environment_secrets`, looked at again only when the environment or the names changed (copying and
-        comparing the environment costs a few microseconds; reading it, ten times more)."""
-        snapshot = dict(_raw_environment())
-        if self._environment is None or self._environment[:2] != (snapshot, self._env_names):
-            self._environment = (snapshot, self._env_names, environment_secrets(named=self._env_names))
-        return self._environment[2]
 
     def reference(self, name: str) -> str:
         """How code refers to the secret called ``name`` (``os.environ["GITHUB_TOKEN"]``), or "" if it cannot."""

@@ -31,7 +31,8 @@
  *     `{"removed": [id], "restored": [id], "changed": [{"cell_id", "source"}], "missing": [id]}`: an agent run's
  *     changes taken back at once; a cell whose source is not `expected_source` (the user changed it) is left alone.
  *
- * It also renders the Undo button of a run's record (undo.ts), which asks the kernel to run `%agent_undo RUN_ID`.
+ * It also renders the Undo button of a run's record (undo.ts), which asks the kernel to run `%agent_undo RUN_ID`, and
+ * marks the code cells the agent edited that have not run since (stale.ts).
  */
 
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
@@ -41,6 +42,7 @@ import type { Kernel, KernelMessage } from '@jupyterlab/services';
 import type { JSONObject } from '@lumino/coreutils';
 
 import { NotebookAnswerer, Refusal } from './answerer';
+import { watchStale } from './stale';
 import { UNDO_MIME, undoRendererFactory } from './undo';
 
 export { OUTPUTS_TEXT_LIMIT, cellTags, outputsText, sourceEdit } from './answerer';
@@ -102,6 +104,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const watch = (panel: NotebookPanel) => {
       panel.sessionContext.kernelChanged.connect(() => register(panel));
       register(panel);
+      watchStale(panel);
     };
     tracker.forEach(watch);
     tracker.widgetAdded.connect((_, panel) => watch(panel));

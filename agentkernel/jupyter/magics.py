@@ -243,8 +243,11 @@ class AgentMagics(Magics):
 
     async def agent_serve_async(self, line: str) -> None:
         """The awaited form of ``%agent_serve`` that the input transformer produces."""
-        words, rest = split_line(self.expand_text(line) if self.expand else line)
-        port, words = port_option(words)
+        if is_terminal(self.shell):
+            raise UsageError("%agent_serve needs a Jupyter kernel: terminal IPython runs its event loop only while a "
+                             "cell runs, so a server started there would not answer between cells")
+        port, line = port_option(self.expand_text(line) if self.expand else line)
+        words, rest = split_line(line)
         if rest.strip() == "stop" and not words:
             print(await self.serving.stop())
             return
@@ -259,7 +262,7 @@ class AgentMagics(Magics):
         self.note_short(options.secret_env)
         tools = self.run_tools(plan, model_images=True)
         nobody = self.nobody_answers()
-        served = await self.serving.start(plan, tools, port=port, nobody=nobody)
+        served = await self.serving.start(plan, tools, port=port, nobody=nobody, shell=self.shell)
         self.user_ns["_agent_serve"] = served
         bundle = served.panel.view._repr_mimebundle_()
         bundle["text/plain"] = SERVE_TEXT  # fixed, and without the token: the snippets live in widget state
@@ -424,8 +427,9 @@ class AgentMagics(Magics):
         )
         if loop.transcript and not self.told_transcripts:  # once per kernel, live only (paths differ by machine)
             self.told_transcripts = True
-            panel.note = (f"runs are saved in {loop.transcript.path.parent} (the newest {KEEP} kept; "
-                          "--no-transcript: none)")
+            folder, home = str(loop.transcript.path.parent), os.path.expanduser("~")
+            shown = "~" + folder[len(home):] if folder.startswith(home + os.sep) else folder
+            panel.note = f"runs are saved in {shown} (the newest {KEEP} kept; --no-transcript: none)"
         run = CellRun(loop=loop, panel=panel, timeline=panel.timeline, prompt=setup.prompt, out=options.out,
                       kernel=setup.tools.kernel, notebook=notebook, cells=options.cells)
         if not asks_on_terminal(self.shell):  # a terminal or a console shows no widget: it gets the record only

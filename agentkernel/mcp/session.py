@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..events import Event, ToolCallFinished, ToolCallStarted
+from ..events import Event, Listeners, ToolCallFinished, ToolCallStarted
 from ..guards import GuardConfig, NoProgressGuard, RepeatedCallGuard
 from ..record import history as h
 from ..record.transcript import Transcript
@@ -77,6 +77,8 @@ class ServedSession:
 
     def __post_init__(self) -> None:
         self.by_name = {t.name: t for t in self.tools}
+        # The one road out: the session's events are redacted on the way, as a run's are.
+        self.listeners = Listeners([] if self.on_event is None else [self.on_event])
         self.runner = ToolRunner(self.by_name, self.approve, run_id=self.session_id,
                                  on_start=lambda call: self._emit(ToolCallStarted(call)),
                                  on_finish=lambda result: self._emit(ToolCallFinished(result)))
@@ -84,11 +86,13 @@ class ServedSession:
         self.no_progress = NoProgressGuard(self.guards.stuck_window, None)
         self.refused: dict[tuple[str, str], str] = {}  # calls a guard refuses from now on, with the guard's word
         self.lock = asyncio.Lock()
-        self.started = time.monotonic()
         self.running: asyncio.Task[Any] | None = None
         self.waiting = 0
         """Calls waiting for the one running."""
         self.count = 0
+        """Calls received."""
+        self.ran = 0
+        """Calls run (those refused or cut before they started are not counted against ``max_tool_calls``)."""
         self._unsubscribe: Callable[[], None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         if self.transcript is not None:
@@ -118,16 +122,18 @@ class ServedSession:
             await self.lock.acquire()
         finally:
             self.waiting -= 1
+        record = ServedCall(call, ToolResult(call, "aborted", "aborted: the client cancelled the call", synthetic=True),
+                            came, time.time() - came)
         try:
-            waited = time.time() - came
-            result = await self._run(call, progress)
-        finally:
+            record.result = await self._run(call, progress)
+        finally:  # a call the client cancelled is recorded too
             self.lock.release()
-        self.calls.append(ServedCall(call, result, came, waited))
-        if self.transcript is not None:
-            self.transcript.item(h.function_call(call.call_id, call.name, call.arguments))
-            self.transcript.item(h.function_call_output(call.call_id, result.output, synthetic=result.synthetic))
-        return result
+            self.calls.append(record)
+            if self.transcript is not None:
+                self.transcript.item(h.function_call(call.call_id, call.name, call.arguments))
+                self.transcript.item(h.function_call_output(call.call_id, record.result.output,
+                                                            synthetic=record.result.synthetic))
+        return record.result
 
     async def _run(self, call: ToolCall, progress: Progress | None) -> ToolResult:
         refusal = self._refusal(call)
@@ -136,6 +142,7 @@ class ServedSession:
             self._emit(ToolCallStarted(call))
             self._emit(ToolCallFinished(result))
             return result
+        self.ran += 1
         task = asyncio.ensure_future(self.runner.run([call]))
         self.running = task
         reporter = asyncio.ensure_future(self._report(call, progress)) if progress is not None else None
@@ -160,7 +167,7 @@ class ServedSession:
         """Why ``call`` is not run: the session ended, a budget is spent, or a guard refuses it; else None."""
         if self.ended:
             return f"not run: this session has ended ({self.ended})"
-        if self.limits.max_tool_calls and len(self.calls) >= self.limits.max_tool_calls:
+        if self.limits.max_tool_calls and self.ran >= self.limits.max_tool_calls:
             self.end(f"HIT_TOOL_CALL_CAP: the session's {self.limits.max_tool_calls} tool calls are spent")
             return f"not run: {self.ended}"
         refused = self.refused.get((call.name, call.normalized))
@@ -227,5 +234,5 @@ class ServedSession:
             self.transcript.close()
 
     def _emit(self, event: Event) -> None:
-        if self.on_event is not None:
-            self.on_event(event)
+        if self.listeners:
+            self.listeners(event)

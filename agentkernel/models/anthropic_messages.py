@@ -266,7 +266,7 @@ class AnthropicMessagesModel(ApiModel):
                 if isinstance(event, RawMessageStartEvent):
                     _read_usage(usage, getattr(event.message, "usage", None), "output_tokens")
                 elif isinstance(event, RawContentBlockStartEvent):
-                    fields: dict[str, Any] = event.content_block.model_dump()
+                    fields: dict[str, Any] = event.content_block.model_dump(warnings=False)  # it may hold anything
                     started = blocks[event.index] = _Block(
                         str(fields.get("type")), call_id=fields.get("id") or "", name=fields.get("name") or "",
                         thinking=fields.get("thinking") or "", signature=fields.get("signature") or "",

@@ -44,11 +44,19 @@ def text_delta(value: object) -> TextDelta:
 
 @dataclass
 class FunctionCallEvent:
-    """A complete function call requested by the model."""
+    """A complete function call requested by the model.
+
+    Made inside an adapter from what the server sent: a field that is not text raises ``TypeError`` there (a
+    stream event the adapter cannot read, as with :func:`text_delta`); ``None`` is taken as empty.
+    """
 
     call_id: str
     name: str
     arguments: str
+
+    def __post_init__(self) -> None:
+        if not (type(self.call_id) is str and type(self.name) is str and type(self.arguments) is str):
+            _text_fields(self, "call_id", "name", "arguments")
 
 
 @dataclass
@@ -62,6 +70,20 @@ class FunctionCallProgress:
     key: str
     name: str
     arguments_chars: int
+
+    def __post_init__(self) -> None:
+        if not (type(self.key) is str and type(self.name) is str):
+            _text_fields(self, "key", "name")
+
+
+def _text_fields(event: object, *names: str) -> None:
+    """Check that each field is text (``None`` becomes ``""``); ``TypeError`` names the first that is not."""
+    for name in names:
+        value = getattr(event, name)
+        if value is None:
+            setattr(event, name, "")
+        elif not isinstance(value, str):
+            raise TypeError(f"a function call's {name} is a {type(value).__name__}, not text")
 
 
 @dataclass
@@ -92,10 +114,11 @@ class UsageEvent:
     def readable(self) -> bool:
         """Whether every count is a token count (:func:`is_count`), the cached tokens within the input and the
         reasoning tokens within the output."""
-        counts = (self.input_tokens, self.output_tokens, self.cache_read_tokens, self.cache_write_tokens,
-                  self.reasoning_tokens)
-        return (all(map(is_count, counts)) and self.cache_read_tokens + self.cache_write_tokens <= self.input_tokens
-                and self.reasoning_tokens <= self.output_tokens)
+        given, read, written = self.input_tokens, self.cache_read_tokens, self.cache_write_tokens
+        out, reasoning = self.output_tokens, self.reasoning_tokens
+        return (type(given) is int and type(read) is int and type(written) is int and type(out) is int
+                and type(reasoning) is int and read >= 0 and written >= 0 and given >= read + written
+                and out >= reasoning >= 0)  # ``type(...) is int``: a bool is no count
 
 
 def is_count(value: object) -> bool:

@@ -79,8 +79,9 @@ NOTEBOOKS: dict[str, list[tuple[str, str, str]]] = {
         ("code", "setup", SETUP + META),
         ("code", "user", OLD),
         ("markdown", "notes", "## Title 🙂\nSome notes."),
-        ("code", "agent", f"replaced = await front_end.ask('replace', cell_id='user',\n"
-                          f"    expected_source={OLD!r}, source={NEW!r}, metadata=meta(1))\n"
+        ("code", "agent", "changed = {'agentkernel': {**meta(1)['agentkernel'], 'source_changed': True}}\n"
+                          f"replaced = await front_end.ask('replace', cell_id='user',\n"
+                          f"    expected_source={OLD!r}, source={NEW!r}, metadata=changed)\n"
                           "notes = await front_end.ask('replace', cell_id='notes',\n"  # only a low surrogate differs
                           "    expected_source='## Title 🙂\\nSome notes.', source='## Title 🙃\\nSome notes.',\n"
                           "    metadata=meta(2))\n"
@@ -270,7 +271,10 @@ def test_replace_shows_the_new_source_and_one_undo_restores_the_old(open_noteboo
     expect(editor(nb, 1)).to_have_text(NEW.replace("\n", ""))  # CodeMirror draws each line as a block
     user = cell_of(nb, "user")
     assert user["source"] == NEW
-    assert user["metadata"]["agentkernel"] == {"run_id": "run-1", "tool_call_id": "call-1"}
+    assert user["metadata"]["agentkernel"] == {"run_id": "run-1", "tool_call_id": "call-1", "source_changed": True}
+    expect(nb.cell(1)).to_have_class(re.compile(r"\bjp-agentkernel-stale\b"))  # edited, not run since: marked
+    assert nb.prompt(1).get_attribute("title") == ("edited by agentkernel (run run-1): its outputs were made by the "
+                                                   "source before")
     nb.shot(prefix(lab_server, "replace-1-replaced"), 1)
 
     editor(nb, 1).click()  # into the edited cell's editor, as a person does, and one Ctrl-Z
@@ -279,7 +283,12 @@ def test_replace_shows_the_new_source_and_one_undo_restores_the_old(open_noteboo
     user = cell_of(nb, "user")
     assert user["source"] == OLD  # exactly the old source, in one step
     assert user["can_undo"] is False  # nothing else was on the cell's undo stack
+    expect(nb.cell(1)).not_to_have_class(re.compile(r"\bjp-agentkernel-stale\b"))  # its metadata is the old one
     nb.shot(prefix(lab_server, "replace-2-undone"), 1)
+    nb.page.keyboard.press("Control+Shift+z")  # redone: marked again, until the cell runs
+    expect(nb.cell(1)).to_have_class(re.compile(r"\bjp-agentkernel-stale\b"))
+    nb.run_and_wait(1)
+    expect(nb.cell(1)).not_to_have_class(re.compile(r"\bjp-agentkernel-stale\b"))
 
 
 def test_replace_is_refused_when_the_cell_changed_and_leaves_it_untouched(open_notebook: OpenNotebook,

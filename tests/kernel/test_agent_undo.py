@@ -76,6 +76,8 @@ def test_one_undo_takes_back_the_run_and_keeps_the_users_edit(kernel: KernelSess
     (restore,) = [r for r in notebook.requests if r["op"] == "restore"]  # one request: one step
     assert [(c["cell_id"], c["source"]) for c in restore["cells"]] == [
         ("new-1", None), ("new-2", None), ("load", "rain = {'Oslo': 3, 'Lima': 0}")]
+    assert undo(notebook) == "nothing left to undo: the notebook changes of this kernel's runs have been taken back"
+    kernel.ok("get_ipython()._agentkernel_changes = None")  # a kernel none of whose runs changed the notebook
     assert undo(notebook) == ("nothing to undo: no run of this kernel has changed the notebook (add_cell and "
                               "edit_cell change it where the extension answers: only JupyterLab and Notebook 7 "
                               "with agentkernel's extension can change cells)")

@@ -172,6 +172,11 @@ def test_invisible_characters_are_shown_and_counted_before_the_question(terminal
     assert terminal.value("x") == "1"  # what ran is the model's code itself
 
 
+def test_agent_serve_says_it_needs_a_jupyter_kernel(terminal: Terminal):
+    shown = terminal.cell("%agent_serve")
+    assert "UsageError" in shown and "%agent_serve needs a Jupyter kernel" in shown, shown
+
+
 def test_jupyter_console_asks_on_the_terminal_and_runs_on_y(tmp_path: Path):
     """A console's request (``allow_stdin`` and no ``cellId``) is asked through ``input()``, as terminal IPython
     asks: it waited ``approval_timeout`` (300 s) for a panel nobody could click, then denied."""

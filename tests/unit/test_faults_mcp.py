@@ -386,14 +386,14 @@ def test_stop_during_a_call_tells_the_server():
 def test_the_kernels_servers_are_stopped_at_exit_on_its_stopped_loop():
     """What the atexit hook does when the kernel exits: its event loop has stopped but is not closed."""
     need("mcp-server-time")
-    from agentkernel.jupyter.mcp_servers import KernelServers, Wanted
+    from agentkernel.jupyter.mcp_servers import KernelServers
 
     servers = KernelServers()
     config = parse_config({"mcpServers": {"time": {"command": "mcp-server-time",
                                                    "args": ["--local-timezone", "America/Lima"]}}})
     loop = asyncio.new_event_loop()
     try:
-        started = loop.run_until_complete(servers.start(Wanted(config, ["time"])))
+        started = loop.run_until_complete(servers.start(config, ["time"]))
         assert started["time"].running and processes("America/Lima")
         servers.stop_at_exit()
         assert not started["time"].running and ended("America/Lima")

@@ -218,6 +218,47 @@ def test_an_event_that_is_not_one_the_adapter_knows_is_passed_over(api: str, dat
     assert result.answer == "".join(ANSWER)
 
 
+CALL_FIELDS = {"responses": {"id": "call_id", "name": "name", "arguments": "arguments"},
+               "chat": {"id": "id", "name": "name", "arguments": "arguments"},
+               "anthropic": {"id": "id", "name": "name", "arguments": "partial_json"}}
+
+
+def odd_call(api: str, events: list[str], field: str, value: Any) -> list[str]:
+    """``events`` with their tool call's ``field`` (``id``, ``name``, ``arguments``) made ``value``."""
+    key = CALL_FIELDS[api][field]
+
+    def change(data: Any) -> Any:
+        if isinstance(data, dict):
+            if key in data and (data.get("type") in ("function_call", "tool_use", "input_json_delta")
+                                or "index" in data or "arguments" in data):
+                data[key] = value
+            for inner in data.values():
+                change(inner)
+        elif isinstance(data, list):
+            for inner in data:
+                change(inner)
+        return data
+
+    changed = []
+    for event in events:
+        head, data = _split(event)
+        changed.append(event if data is None else _join(head, change(data)))
+    return changed
+
+
+@parametrize_apis
+@pytest.mark.parametrize("field", ["id", "name", "arguments"])
+@pytest.mark.parametrize("value", [{"a": 1}, [1], 5, 3.5, True, None], ids=repr)
+def test_a_tool_call_whose_id_name_or_arguments_is_not_text_ends_the_run_cleanly(api: str, field: str, value: Any):
+    events = odd_call(api, answer(api, [], [("call_1", "lookup", '{"word": "cat"}')]), field, value)
+    result, _ = run_against(api, Reply(events), Reply(answer(api, ["Done."])), tools=[lookup_tool()])
+    if value is None:  # taken as empty (an id is made up, an empty name is no tool) or, in a delta, unreadable
+        ended_cleanly(result, "complete" if result.status == "complete" else "fatal_error")
+    else:
+        ended_cleanly(result, "fatal_error")
+        assert "cannot read" in result.detail
+
+
 # -- tool arguments ----------------------------------------------------------------------------------------------
 
 ARGUMENTS = {

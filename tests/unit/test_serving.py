@@ -206,6 +206,40 @@ def test_stop_cuts_the_running_call_and_the_client_gets_an_error_result():
     run(main)
 
 
+def test_the_sessions_clock_cuts_the_running_call_and_ends_the_session():
+    async def main() -> None:
+        async with served(limits=Limits(max_seconds=1.0)) as server, client(server) as c:
+            began = time.monotonic()
+            result = await c.call_tool("spin", {"seconds": 30})
+            assert time.monotonic() - began < 3
+            assert result.is_error and "HIT_WALL_CLOCK" in text(result)
+            after = await c.call_tool("peek", {"key": "a"})
+            assert after.is_error and "HIT_WALL_CLOCK" in text(after) and ran == ["spin"]
+
+    run(main)
+
+
+def test_a_tools_own_timeout_holds_per_call():
+    @tool(timeout=0.3)
+    async def slow() -> str:
+        """Take too long."""
+        await asyncio.sleep(30)
+        return "never"
+
+    async def main() -> None:
+        server = MCPHTTPServer(ServedSession([slow]))
+        await server.start()
+        try:
+            async with client(server) as c:
+                result = await c.call_tool("slow", {})
+                assert result.is_error and "timed out after 0.3 s" in text(result)
+                assert not server.session.ended  # the session goes on
+        finally:
+            await server.stop()
+
+    run(main)
+
+
 def test_the_clients_cancellation_cancels_the_call_and_the_next_one_runs():
     async def main() -> None:
         async with served() as server, client(server) as c:
@@ -215,6 +249,7 @@ def test_the_clients_cancellation_cancels_the_call_and_the_next_one_runs():
             assert server.session.running is None
             result = await c.call_tool("peek", {"key": "a"})
             assert not result.is_error
+            assert [(c.name, c.status) for c in server.session.calls] == [("spin", "aborted"), ("peek", "ok")]
 
     run(main)
 
@@ -248,3 +283,22 @@ def test_the_record_keeps_every_call(tmp_path):
     lines = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
     assert lines[0]["event"] == "start" and lines[-1]["event"] == "end"
     assert sum(1 for line in lines if line.get("event") == "item") == 4
+
+
+@pytest.mark.parametrize(("line", "port", "rest"), [
+    ("", 0, ""), ("--port 8123", 8123, ""), ("--port=8123 --allow-writes", 8123, " --allow-writes"),
+    ("--tools run_python --port 9000", 9000, "--tools run_python"), ("--report x", 0, "--report x"),
+])
+def test_the_port_is_taken_out_of_the_line(line: str, port: int, rest: str):
+    from agentkernel.jupyter.serve import port_option
+
+    assert port_option(line) == (port, rest)
+
+
+@pytest.mark.parametrize("line", ["--port", "--port 0", "--port 70000", "--port=abc", "--port -1"])
+def test_a_bad_port_is_one_line(line: str):
+    from agentkernel.errors import AgentConfigError
+    from agentkernel.jupyter.serve import port_option
+
+    with pytest.raises(AgentConfigError, match="--port needs a port number"):
+        port_option(line)

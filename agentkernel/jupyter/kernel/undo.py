@@ -125,6 +125,8 @@ class ChangeLog:
         """The changes of ``run_id`` (by default the last run with changes left), or why there are none."""
         if not run_id:
             last = next((run for run in reversed(self.runs.values()) if run.cells), None)
+            if last is None and self.runs:
+                return "nothing left to undo: the notebook changes of this kernel's runs have been taken back"
             return last or ("nothing to undo: no run of this kernel has changed the notebook (add_cell and "
                             f"edit_cell change it where the extension answers: {ONLY_WITH_EXTENSION})")
         run = self.runs.get(run_id)
@@ -136,7 +138,7 @@ class ChangeLog:
         return run
 
 
-async def undo(shell: Any, run_id: str = "", *, session: str | None = None, live: bool = True) -> str:
+async def undo(shell: Any, run_id: str = "", *, session: str | None = None) -> str:
     """Take back the notebook changes of ``run_id`` (by default the last run that changed it); one line saying what
     was done, or why not. ``session``: the client session asking (by default the running cell's)."""
     found = ChangeLog.of(shell).find(run_id)
@@ -146,7 +148,7 @@ async def undo(shell: Any, run_id: str = "", *, session: str | None = None, live
     bridge = NotebookBridge.of(shell)
     opened = bridge.front_end is None  # a run still going keeps its comm; otherwise say hello for this undo
     if opened:
-        await bridge.connect(ExecuteRequest.of(shell).session if session is None else session, live=live)
+        await bridge.connect(ExecuteRequest.of(shell).session if session is None else session)
     front_end = bridge.front_end
     try:
         if front_end is None:
