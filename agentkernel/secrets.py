@@ -17,8 +17,13 @@ is caught) by ``[secret $NAME]``, in one look at the text whose cost does not gr
 (:meth:`SecretSet.redact`: an index of the forms, built once per version of the set; a regular expression
 alternating them was measured first, and its cost per character grew tenfold from 10 to 100 secrets). Strings
 shaped like OpenAI keys are replaced by ``[redacted]`` and ``user:password@`` in URLs is dropped, in the same
-look. The :class:`~agentkernel.tools.runner.ToolRunner` redacts every tool's result; transcripts, cassettes, the
-model adapters' errors and the ``%%agent`` prompt use :func:`redact_text` and :func:`redact`.
+look. Any run of :data:`PIECE_CHARS` bytes of a form is replaced as the whole form is, so a value cut anywhere is
+still caught. The :class:`~agentkernel.tools.runner.ToolRunner` redacts every tool's result; transcripts, cassettes,
+the model adapters' errors and the ``%%agent`` prompt use :func:`redact_text` and :func:`redact`, and the tools that
+cut what they show redact it first. The set is current at every use (:attr:`KernelSecrets.current`).
+
+Text the agent writes holds markers where it read secrets: :func:`restore` gives a marker its value back where the
+text read held it, and refuses one anywhere else (:class:`MisplacedMarker`).
 """
 
 from __future__ import annotations
@@ -254,7 +259,7 @@ def _extended(base: SecretSet, extra: tuple[tuple[str, str], ...]) -> SecretSet:
 
 class KernelSecrets:
     """The kernel's one secret set, kept current: each use looks whether the environment or a named variable changed
-    (a comparison of a few microseconds), and only then is the set recomputed (and its index rebuilt)."""
+    (a comparison taking under a microsecond), and only then is the set recomputed (and its index rebuilt)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -356,7 +361,7 @@ def add(value: str, name: str = "secret") -> str:
 
 
 def current() -> SecretSet:
-    """The kernel's secret set as last computed."""
+    """The kernel's secret set as it is now (see :attr:`KernelSecrets.current`)."""
     return KERNEL.current
 
 
@@ -452,8 +457,7 @@ def _occurrences(data: bytes, hits: set[int], index: dict[int, list[tuple[int, i
                 if known is not None and known[0] <= at < known[1]:  # a word of a span already grown
                     continue
                 form, shown = forms[number]
-                start = at - _common_suffix(data, at, form, position)
-                end = at + _common_prefix(data, at, form, position)
+                start, end = _grown(data, at, form, position)
                 found[number, at - position] = (start, end)
                 if end - start == len(form) or (end - start >= PIECE_CHARS and len(form) >= PIECE_CHARS):
                     while start > 0 and 0x80 <= data[start] < 0xC0:  # whole characters (a piece may cut one)
@@ -464,34 +468,22 @@ def _occurrences(data: bytes, hits: set[int], index: dict[int, list[tuple[int, i
     return spans
 
 
-def _common_prefix(data: bytes, at: int, form: bytes, position: int) -> int:
-    """How many bytes of ``data`` from ``at`` match ``form`` from ``position``."""
-    size = min(len(data) - at, len(form) - position)
-    if data[at:at + size] == form[position:position + size]:
-        return size
-    low, high = 0, size  # data and form agree on low bytes, not on high
-    while high - low > 1:
-        middle = (low + high) // 2
-        if data[at:at + middle] == form[position:position + middle]:
-            low = middle
-        else:
-            high = middle
-    return low
+def _grown(data: bytes, at: int, form: bytes, position: int) -> tuple[int, int]:
+    """The span of ``data`` around ``at`` that agrees with ``form`` placed with its ``position`` at ``at``."""
 
+    def longest(size: int, agree: Callable[[int], bool]) -> int:  # the most bytes that agree (a binary search)
+        if agree(size):
+            return size
+        low, high = 0, size
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if agree(middle) else (low, middle)
+        return low
 
-def _common_suffix(data: bytes, at: int, form: bytes, position: int) -> int:
-    """How many bytes of ``data`` before ``at`` match ``form`` before ``position``."""
-    size = min(at, position)
-    if data[at - size:at] == form[position - size:position]:
-        return size
-    low, high = 0, size
-    while high - low > 1:
-        middle = (low + high) // 2
-        if data[at - middle:at] == form[position - middle:position]:
-            low = middle
-        else:
-            high = middle
-    return low
+    before = longest(min(at, position), lambda n: data[at - n:at] == form[position - n:position])
+    after = longest(min(len(data) - at, len(form) - position),
+                    lambda n: data[at:at + n] == form[position:position + n])
+    return at - before, at + after
 
 
 def _same(before: tuple[object, ...], now: tuple[object, ...]) -> bool:
