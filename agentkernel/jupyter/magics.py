@@ -254,7 +254,7 @@ class AgentMagics(Magics):
         self.note_short(options.secret_env)
         tools = self.run_tools(plan, model_images=True)
         nobody = self.nobody_answers()
-        served = await self.serving.start(plan, tools, port=port, nobody=nobody)
+        served = await self.serving.start(plan, tools, port=port, nobody=nobody, shell=self.shell)
         self.user_ns["_agent_serve"] = served
         bundle = served.panel.view._repr_mimebundle_()
         bundle["text/plain"] = SERVE_TEXT  # fixed, and without the token: the snippets live in widget state

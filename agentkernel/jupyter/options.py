@@ -352,7 +352,17 @@ def option_arguments(func: Any) -> Any:
     func = magic_arguments.kwds(usage=USAGE, epilog=_epilog())(func)
     func = magic_arguments.magic_arguments()(func)
     func.parser.allow_abbrev = False  # a prefix that is unique today becomes ambiguous when an option is added
+    func.parser.formatter_class = HelpFormatter
+    func.__doc__ = func.parser.format_help()  # as magic_arguments made it, without the "::"
     return func
+
+
+class HelpFormatter(magic_arguments.MagicHelpFormatter):
+    """IPython's help layout for magics without the ``::`` it puts above the usage (a reST literal block marker
+    for Sphinx, shown as is by ``%%agent?``)."""
+
+    def add_usage(self, usage: Any, actions: Any, groups: Any, prefix: str | None = "  %") -> None:
+        super().add_usage(usage, actions, groups, prefix)
 
 
 def _epilog() -> str:

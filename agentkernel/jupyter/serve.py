@@ -11,7 +11,9 @@ saved text says to read ``_agent_serve.headers``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
+import inspect
 import json
 import sys
 import time
@@ -27,6 +29,7 @@ from ..result import LoopResult
 from ..secrets import KERNEL
 from ..serve_stdio import TOKEN_ENV
 from ..stop import StopSignal
+from ..tools import Approver, Decision, Tool, ToolCall, Verdict
 from .panel import Panel
 from .plan import RunPlan, RunTools
 
@@ -62,11 +65,68 @@ def snippets(url: str, token: str) -> dict[str, str]:
     }
 
 
+class CellWatch:
+    """Whether one of the user's cells is running (IPython's ``pre_run_cell`` / ``post_run_cell``), so that a
+    side-effecting call waits for it to end and runs between the user's cells.
+
+    Read-only calls do not wait: a cell that awaits lets them run at its awaits. A blocking cell holds every call, as
+    it holds the kernel's event loop.
+    """
+
+    def __init__(self, shell: Any, changed: Any = None):
+        self.shell = shell
+        self.changed = changed
+        self.idle = asyncio.Event()
+        self.idle.set()  # the serving cell itself ends as soon as the session is up
+        self.queued = 0
+        if shell is not None:
+            shell.events.register("pre_run_cell", self._started)
+            shell.events.register("post_run_cell", self._ended)
+
+    def _started(self, info: Any) -> None:
+        self.idle.clear()
+
+    def _ended(self, result: Any) -> None:
+        self.idle.set()
+
+    def close(self) -> None:
+        if self.shell is not None:
+            for event, callback in (("pre_run_cell", self._started), ("post_run_cell", self._ended)):
+                with contextlib.suppress(ValueError):
+                    self.shell.events.unregister(event, callback)
+        self.idle.set()
+
+    def after_the_cell(self, approve: Approver) -> Approver:
+        """``approve``, then (for a call it approves) a wait until no cell of the user's runs."""
+
+        async def ask(call: ToolCall, tool: Tool) -> Verdict:
+            verdict = approve(call, tool)
+            if inspect.isawaitable(verdict):
+                verdict = await verdict
+            if (verdict is True or isinstance(verdict, Decision) and verdict.approve is True) \
+                    and not self.idle.is_set():
+                self.queued += 1
+                self._changed()
+                try:
+                    await self.idle.wait()
+                finally:
+                    self.queued -= 1
+                    self._changed()
+            return verdict
+
+        return ask
+
+    def _changed(self) -> None:
+        if self.changed is not None:
+            self.changed()
+
+
 class ServePanel(Panel):
     """The run panel for a served session: its connection above the Stop button, each call as a section."""
 
     def __init__(self, plan: RunPlan, stop: StopSignal):
         self.server: MCPHTTPServer | None = None
+        self.cells: CellWatch | None = None
         super().__init__(plan.limits, stop, throttle=plan.options.stream_throttle)
         self.state = "serving"
         self.stop_button.tooltip = "End the session: the running call is cut, no call runs after"
@@ -91,6 +151,8 @@ class ServePanel(Panel):
         session, elapsed = self.server.session, time.monotonic() - self.started
         parts = [self.state, f"{self.calls} call{'s' * (self.calls != 1)}"]
         parts += [f"{session.waiting} waiting"] * bool(session.waiting)
+        if self.cells is not None and self.cells.queued:
+            parts.append("a call waits for the running cell to end")
         parts += [f"{self.denied} denied"] * bool(self.denied)
         parts += [f"{self.server.rejected} refused without the token"] * bool(self.server.rejected)
         if self.server.clients:
@@ -150,7 +212,8 @@ class KernelServing:
     def __init__(self) -> None:
         self.current: ServeSession | None = None
 
-    async def start(self, plan: RunPlan, tools: RunTools, *, port: int, nobody: str | None) -> ServeSession:
+    async def start(self, plan: RunPlan, tools: RunTools, *, port: int, nobody: str | None,
+                    shell: Any = None) -> ServeSession:
         """Serve ``tools`` as ``plan`` says (its MCP servers started first); the magic shows the panel."""
         if self.current is not None and self.current.server.serving:
             raise AgentConfigError(f"a session is already serving at {self.current.url}: %agent_serve stop ends it")
@@ -163,9 +226,11 @@ class KernelServing:
         path = None
         if plan.options.transcripts:
             path = transcript_dir() / f"{time.strftime('%Y%m%d-%H%M%S')}-serve.jsonl"
+        cells = CellWatch(shell, panel.schedule)
+        panel.cells = cells
+        approve = plan.approver(panel, nobody=nobody, notebook=tools.notebook, untrusted=tools.mcp.untrusted())
         session = ServedSession(
-            tools.tools(), plan.approver(panel, nobody=nobody, notebook=tools.notebook,
-                                         untrusted=tools.mcp.untrusted()),
+            tools.tools(), cells.after_the_cell(approve),
             limits=plan.limits, guards=plan.guards, stop=stop, on_event=panel,
             transcript=Transcript(path) if path else None,
             on_end=lambda why: self._ended(served, why))
@@ -180,6 +245,8 @@ class KernelServing:
     def _ended(self, served: ServeSession, why: str) -> None:
         """The session ended (Stop, a budget, ``%agent_serve stop``): the panel says so, and the server stops soon
         after (so that the call it cut still gets its error result)."""
+        if served.panel.cells is not None:
+            served.panel.cells.close()
         stopped = served.server.session.stop.is_set()
         served.panel(RunFinished(LoopResult("aborted" if stopped else "complete", None, [], detail=why)))
         loop = asyncio.get_running_loop()

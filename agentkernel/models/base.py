@@ -55,7 +55,8 @@ class FunctionCallEvent:
     arguments: str
 
     def __post_init__(self) -> None:
-        _text_fields(self, "call_id", "name", "arguments")
+        if not (type(self.call_id) is str and type(self.name) is str and type(self.arguments) is str):
+            _text_fields(self, "call_id", "name", "arguments")
 
 
 @dataclass
@@ -71,7 +72,8 @@ class FunctionCallProgress:
     arguments_chars: int
 
     def __post_init__(self) -> None:
-        _text_fields(self, "key", "name")
+        if not (type(self.key) is str and type(self.name) is str):
+            _text_fields(self, "key", "name")
 
 
 def _text_fields(event: object, *names: str) -> None:
@@ -112,10 +114,11 @@ class UsageEvent:
     def readable(self) -> bool:
         """Whether every count is a token count (:func:`is_count`), the cached tokens within the input and the
         reasoning tokens within the output."""
-        counts = (self.input_tokens, self.output_tokens, self.cache_read_tokens, self.cache_write_tokens,
-                  self.reasoning_tokens)
-        return (all(map(is_count, counts)) and self.cache_read_tokens + self.cache_write_tokens <= self.input_tokens
-                and self.reasoning_tokens <= self.output_tokens)
+        given, read, written = self.input_tokens, self.cache_read_tokens, self.cache_write_tokens
+        out, reasoning = self.output_tokens, self.reasoning_tokens
+        return (type(given) is int and type(read) is int and type(written) is int and type(out) is int
+                and type(reasoning) is int and read >= 0 and written >= 0 and given >= read + written
+                and out >= reasoning >= 0)  # ``type(...) is int``: a bool is no count
 
 
 def is_count(value: object) -> bool:

@@ -252,6 +252,9 @@ class Decision:
     for_run: bool = False
     note: str = ""
     reason: str = ""
+    asked: str = ""
+    """Why the call was asked about, when it is not that the tool has side effects (``"may have side effects: its MCP
+    server's annotations are not trusted"``); the denial then says that instead."""
 
 
 Verdict = bool | Decision

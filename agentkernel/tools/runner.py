@@ -249,6 +249,8 @@ class ToolRunner:
                 return None
             if verdict.approve is False:
                 note = str(verdict.note).strip()
+                if verdict.asked:
+                    why = f"denied: {call.name} {verdict.asked}, and"
                 if verdict.reason:
                     return f"{why} {verdict.reason}"
                 return f"denied by the user: {note}" if note else f"{why} the user denied it"

@@ -98,7 +98,9 @@ def test_without_trusted_annotations_every_call_asks(kernel: KernelSession):
     [output] = outputs(kernel)
     # the real reason (the annotations are not trusted) and both ways out; the run says a call was denied
     assert output.startswith("denied: clock__convert_time") and "AGENTKERNEL_NONINTERACTIVE is set" in output
-    assert "MCP server 'clock''s annotations are not trusted" in output
+    assert output.startswith("denied: clock__convert_time may have side effects: MCP server 'clock''s annotations "
+                             "are not trusted, and nobody can approve it"), output
+    assert "has side effects" not in output  # it is not known to have any (issue 29)
     assert '"trustAnnotations": true' in output and "--allow-writes" in output
     assert kernel.value("_agent.denied_calls") == 1
     assert "agent: complete · 2 rounds · 1 tool call · 1 call denied ·" in cell.displays[-1]["text/plain"]

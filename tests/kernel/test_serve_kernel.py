@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -277,3 +278,44 @@ def test_gemini_cli_connects_with_the_panels_snippet_and_not_with_a_wrong_token(
     shown = listed(settings)
     assert "Connected" not in shown.replace("Disconnected", ""), shown
     assert kernel.value("_agent_serve.server.rejected") > 0 and kernel.value("_agent_serve.calls") == []
+
+
+def test_claude_code_adds_the_panels_snippet_connects_and_lists_the_tools(kernel, serve, tmp_path):
+    claude = os.environ.get("AGENTKERNEL_CLAUDE_CLI") or shutil.which("claude")
+    if not claude:
+        pytest.skip("Claude Code is not installed (npm install @anthropic-ai/claude-code; AGENTKERNEL_CLAUDE_CLI=its "
+                    "path)")
+    serve()
+    snippet = kernel.value("__import__('agentkernel.jupyter.serve', fromlist=['snippets']).snippets("
+                           "_agent_serve.url, _agent_serve.headers['Authorization'].split()[1])")["Claude Code"]
+    words = shlex.split(snippet)
+    assert words[:2] == ["claude", "mcp"]
+    env = {**os.environ, "HOME": str(tmp_path)}  # its configuration goes to this test's own ~/.claude.json
+    added = subprocess.run([claude, *words[1:]], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                           stdin=subprocess.DEVNULL)
+    assert added.returncode == 0, added.stderr
+    listed = subprocess.run([claude, "mcp", "list"], env=env, cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120, stdin=subprocess.DEVNULL)
+    assert "notebook: " in listed.stdout and "Connected" in listed.stdout, listed.stdout + listed.stderr
+    assert any(name.startswith("claude-code") for name in kernel.value("list(_agent_serve.server.clients)"))
+    assert kernel.value("_agent_serve.server.rejected") == 0
+
+
+def test_a_side_effect_waits_for_an_awaiting_cell_and_a_read_runs_at_its_awaits(kernel, serve):
+    _, url, headers = serve("--allow-writes")
+    kernel.ok("import asyncio\nstage = 'before'")
+
+    async def main() -> None:
+        async with client(url, headers) as c:
+            await c.call_tool("list_variables", {})  # connected
+            busy = await asyncio.to_thread(kernel.submit,
+                                           "stage = 'in the cell'\nawait asyncio.sleep(2)\nstage = 'after the cell'")
+            await asyncio.sleep(0.5)
+            read = await c.call_tool("inspect_variable", {"name": "stage"})  # runs at the cell's await
+            assert "in the cell" in text(read), text(read)
+            wrote = await c.call_tool("run_python", {"code": "seen_by_agent = stage"})  # waits for the cell
+            assert not wrote.is_error, text(wrote)
+            await asyncio.to_thread(busy.wait, 30)
+
+    run(main)
+    assert kernel.value("seen_by_agent") == "after the cell"

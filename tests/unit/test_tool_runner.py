@@ -130,3 +130,19 @@ def test_calls_that_never_finished_get_synthetic_results_and_finished_ones_keep_
     assert kept is ran
     assert (made.status, made.output, made.synthetic) == ("not_run", "not run: stopped", True)
     assert told == [ran, made]
+
+
+def test_a_denial_says_why_the_call_was_asked_about_when_the_approver_says_so():
+    import asyncio
+
+    from agentkernel.tools import Decision, ToolCall, ToolRunner, tool
+
+    @tool(read_only=False)
+    def poke() -> str:
+        """Poke."""
+        return "poked"
+
+    runner = ToolRunner({"poke": poke}, lambda call, t: Decision(False, asked="may have side effects: untrusted",
+                                                         reason="nobody can approve it: CI is set"))
+    (result,) = asyncio.run(runner.run([ToolCall("c1", "poke", "{}")]))
+    assert result.output == "denied: poke may have side effects: untrusted, and nobody can approve it: CI is set"
