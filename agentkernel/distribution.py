@@ -4,8 +4,8 @@ The index's ``agentkernel`` is another project, which also installs a top-level 
 into the same environment, the two write into one folder and the last install's files win. This package cannot
 speak when the other one's ``agentkernel/__init__.py`` is the one Python finds (that code is not ours), so the check
 lives where ours runs: :func:`foreign_distribution` tells ``%load_ext agentkernel`` that the other project is
-installed beside it, and the message names the fix. The check reads one distribution's metadata by name (a fraction
-of a millisecond); mapping every installed distribution to its modules would cost a quarter of a second.
+installed beside it, and the message names the fix. The check looks distributions up by that one name (about 2 ms
+here); mapping every installed distribution to its modules would cost a quarter of a second at each ``%load_ext``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,21 @@
-"""What the loop tells its listeners (the notebook panel, a CLI, a test) while it runs."""
+"""What the loop tells its listeners (the notebook panel, the record, the transcript, a CLI, a test) while it runs.
+
+Every event leaves the loop through one :class:`Listeners`, which redacts it (:func:`redacted`) before any listener
+sees it: a new road out is one more listener, and cannot skip the redaction.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
-from .models.base import FunctionCallProgress, TextDelta
+from .models.base import FunctionCallProgress, TextDelta, UsageEvent
 from .record.context import Compaction
+from .record.history import Item
 from .result import LoopResult
+from .secrets import KERNEL, SecretSet
 from .tools.base import ToolCall, ToolResult
 from .usage import Usage
 
@@ -15,6 +24,19 @@ from .usage import Usage
 class RunStarted:
     run_id: str
     model: str
+    system: str = ""
+    """The system prompt the run was given."""
+    history: list[Item] = field(default_factory=list, repr=False)
+    """The history the run starts from (before its prompt), which later items extend (:class:`ItemCommitted`)."""
+    briefing: dict[str, list[str]] = field(default_factory=dict)
+    """Where the run's instructions came from and which skills it was offered (``instructions``, ``skills``)."""
+
+
+@dataclass
+class ItemCommitted:
+    """An item was appended to the run's history (the record a transcript keeps and a run resumes from)."""
+
+    item: Item
 
 
 @dataclass
@@ -43,7 +65,10 @@ class ToolCallFinished:
 
 @dataclass
 class UsageUpdated:
+    """The run's usage so far, after a response's (``response``: as the server reported it, or estimated)."""
+
     usage: Usage
+    response: UsageEvent | None = None
 
 
 @dataclass
@@ -68,11 +93,81 @@ class RunFinished:
 
 Event = (
     RunStarted | RoundStarted | TextDelta | FunctionCallProgress | MessageDone | ToolCallStarted | ToolCallFinished
-    | UsageUpdated | ContextUpdated | ContextCompacted | RunFinished
+    | ItemCommitted | UsageUpdated | ContextUpdated | ContextCompacted | RunFinished
 )
+Listener = Callable[[Event], None]
+
+
+def redacted(event: Event, secrets: SecretSet) -> Event:
+    """``event`` with every text that did not come from a tool redacted against ``secrets`` (a copy when that
+    changed anything).
+
+    A tool's output, error and displays (in a :class:`ToolResult`, and the ``function_call_output`` item made from
+    one) were redacted where the runner made them, before any cut (:class:`~agentkernel.tools.runner.ToolRunner`),
+    and pass as they are. What else the model, the user or the run wrote
+    is redacted here: the system prompt and the history a run starts from, messages, a call's arguments, the
+    model's deltas (a secret split across deltas is caught in the whole message), compaction notes, and the result's
+    answer, detail, findings and history (once, as the run ends).
+    """
+    text = secrets.redact
+    if isinstance(event, TextDelta | MessageDone):
+        return _changed(event, text=text(event.text))
+    if isinstance(event, ToolCallStarted):
+        return _changed(event, call=_redacted_call(event.call, secrets))
+    if isinstance(event, ToolCallFinished):  # the output is the runner's; the call's arguments are the model's
+        return _changed(event, result=_changed(event.result, call=_redacted_call(event.result.call, secrets)))
+    if isinstance(event, ItemCommitted):
+        if event.item.get("type") == "function_call_output":  # made from a ToolResult
+            return event
+        return _changed(event, item=_redacted_item(event.item, secrets))
+    if isinstance(event, RunStarted):
+        return _changed(event, system=text(event.system), history=[_redacted_item(i, secrets) for i in event.history])
+    if isinstance(event, ContextCompacted):
+        return _changed(event, compaction=_changed(event.compaction, summary=text(event.compaction.summary)))
+    if isinstance(event, RunFinished):
+        result = event.result
+        return _changed(event, result=_changed(
+            result, answer=None if result.answer is None else text(result.answer), detail=text(result.detail),
+            history=[_redacted_item(item, secrets) for item in result.history],
+            partial_findings=secrets.redact_value(result.partial_findings)))
+    return event  # numbers and names
+
+
+def _redacted_call(call: ToolCall, secrets: SecretSet) -> ToolCall:
+    arguments = secrets.redact(call.arguments)
+    return call if arguments == call.arguments else ToolCall(call.call_id, call.name, arguments)
+
+
+def _redacted_item(item: Item, secrets: SecretSet) -> Item:
+    """An item with its text redacted; its images (base64 data, not text) are left as they are."""
+    if "images" not in item:
+        return secrets.redact_value(item)  # type: ignore[no-any-return]
+    return {**secrets.redact_value({k: v for k, v in item.items() if k != "images"}), "images": item["images"]}
+
+
+def _changed(value: Any, **fields: Any) -> Any:
+    """``value`` itself when none of ``fields`` differs from what it holds, else a copy with them."""
+    if all(getattr(value, k) == v for k, v in fields.items()):
+        return value
+    return dataclasses.replace(value, **fields)
+
+
+class Listeners(list[Listener]):
+    """The loop's listeners (a list), told each event in turn, redacted (:func:`redacted`) against the kernel's
+    secret set as it is when the event leaves.
+
+    ``Listeners([panel, record, transcript])`` is itself a listener; an empty one is false, so the loop builds no
+    event nobody hears.
+    """
+
+    def __call__(self, event: Event) -> None:
+        event = redacted(event, KERNEL.current)
+        for listener in self:
+            listener(event)
+
 
 __all__ = [
     "ContextCompacted", "ContextUpdated",
-    "Event", "FunctionCallProgress", "MessageDone", "RoundStarted", "RunFinished", "RunStarted", "TextDelta",
-    "ToolCallFinished", "ToolCallStarted", "UsageUpdated",
+    "Event", "FunctionCallProgress", "ItemCommitted", "Listener", "Listeners", "MessageDone", "RoundStarted",
+    "RunFinished", "RunStarted", "TextDelta", "ToolCallFinished", "ToolCallStarted", "UsageUpdated", "redacted",
 ]

@@ -211,6 +211,9 @@ class TextLoopGuard:
 
     def reset(self) -> None:
         """Forget the response read so far (for the next one)."""
+        if getattr(self, "_fresh", False):  # nothing was read since the last reset (a response of calls only)
+            return
+        self._fresh = True
         self._lines = _Lines()
         self._text = ""  # the text read, from the absolute position _offset on (the rest is forgotten)
         self._waiting: list[str] = []  # read but not yet looked at, self._count characters
@@ -224,6 +227,7 @@ class TextLoopGuard:
         """Read the next text delta of the response; a :class:`Trip` (``no_progress``) when it repeats itself."""
         if not self.repeats:
             return None
+        self._fresh = False
         prose = self._lines.prose(delta)
         self._waiting.append(prose)
         self._count += len(prose)

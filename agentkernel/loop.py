@@ -14,15 +14,18 @@ import math
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from .endings import Trip
 from .events import (
     ContextCompacted,
     ContextUpdated,
     Event,
+    ItemCommitted,
+    Listener,
+    Listeners,
     MessageDone,
     RoundStarted,
     RunFinished,
@@ -90,9 +93,6 @@ OUTPUT_LIMIT_REASONS = ("length", "max_output_tokens", "max_tokens")
 """The truncation reasons (Chat ``finish_reason``, Responses ``incomplete_details.reason``) of an output cap."""
 
 
-T = TypeVar("T")
-
-
 @dataclass
 class Response:
     """What one model request gave: its text, the calls it asked for, the server's reason if it cut it short, and
@@ -112,7 +112,7 @@ class Response:
 
 
 class _Stopped(Exception):
-    """Raised inside the loop when the stop signal or the wall clock cuts a model request or a tool round."""
+    """Raised inside the loop when the text-loop guard cuts a model's response."""
 
     def __init__(self, trip: Trip):
         self.trip = trip
@@ -139,7 +139,7 @@ class AgentLoop:
         limits: Limits | None = None,
         guards: GuardConfig | None = None,
         stop: StopSignal | None = None,
-        on_event: Callable[[Event], None] | None = None,
+        on_event: Listener | Iterable[Listener] | None = None,
         approve: Approver | None = None,
         transcript: str | os.PathLike[str] | bool = False,
         context_window: int | None = None,
@@ -183,11 +183,21 @@ class AgentLoop:
         self.failures = FailureGuard(guards.max_consecutive_failures)
         self.text_loop = TextLoopGuard(guards.text_repeats)
         self.stop = stop or StopSignal()
-        self.on_event = on_event
         self.run_id = uuid.uuid4().hex[:12]
+        if transcript is True or transcript and os.path.isdir(transcript):  # a folder: a new file there
+            transcript = run_transcript(transcript_dir() if transcript is True else transcript, self.run_id)
+        self.transcript = Transcript(transcript) if transcript else None
+        # Everything that leaves the loop is an event told to these, redacted on the way (see events.py).
+        if callable(on_event) and not isinstance(on_event, list):
+            on_event = [on_event]
+        self.listeners = Listeners(on_event or [])
+        if self.transcript is not None:
+            self.listeners.append(self.transcript)
         self.runner = ToolRunner(self.tools, approve, run_id=self.run_id,
                                  on_start=lambda call: self.emit(ToolCallStarted, call),
                                  on_finish=lambda result: self.emit(ToolCallFinished, result))
+        if not self.listeners:  # (a call per tool call saved)
+            self.runner.on_start = self.runner.on_finish = None
         self.streaming = Response()  # the response being streamed: what arrived of it, if Stop cuts it
         # What the model's tokens cost (given, the model's own, or genai-prices'); None: unknown.
         self.price = price_for(model, price)
@@ -201,55 +211,59 @@ class AgentLoop:
         self.last_text: str | None = None
         self.result: LoopResult | None = None
         self.deadline: float | None = None
-        self._task: asyncio.Task[Any] | None = None  # the task running the loop, cut by Stop and the deadline
-        self._racing = False  # is the task awaiting a model request or a tool round that Stop may cut?
-        self._cutting = False  # has Stop or the deadline cancelled the task during this race?
-        if transcript is True or transcript and os.path.isdir(transcript):  # a folder: a new file there
-            transcript = run_transcript(transcript_dir() if transcript is True else transcript, self.run_id)
-        self.transcript = Transcript(transcript) if transcript else None
+        self._timeout: asyncio.Timeout | None = None  # the run's: expires at the deadline, or at once on Stop
 
     # -- the loop -------------------------------------------------------------------------------------------
 
     async def run(self, prompt: str | None = None) -> LoopResult:
-        """Run until an ending; ``prompt`` (if given) is appended as the next user message."""
+        """Run until an ending; ``prompt`` (if given) is appended as the next user message.
+
+        Stop and the wall clock end the run through one ``asyncio.timeout`` around it: the deadline is its time,
+        and Stop makes it expire at once. Either cancels the task where it waits (a model request is disconnected,
+        a tool round's unfinished calls are abandoned), and the run ends ``aborted`` or ``hit_wall_clock`` with
+        everything committed so far; a cancellation from anyone else still propagates.
+        """
         loop = asyncio.get_running_loop()
-        self._task = asyncio.current_task()
-        unsubscribe = self.stop.subscribe(self._cut)
-        timer = None
         if self.limits.max_seconds:
             self.deadline = time.monotonic() + self.limits.max_seconds
-            timer = loop.call_at(loop.time() + self.limits.max_seconds, self._cut)
-        try:
-            return await self._run(prompt)
-        finally:
-            unsubscribe()
-            self.runner.close()
-            if timer is not None:
-                timer.cancel()
-
-    async def _run(self, prompt: str | None) -> LoopResult:
-        self.emit(RunStarted, self.run_id, getattr(self.model, "name", type(self.model).__name__))
+        timeout = self._timeout = asyncio.timeout_at(loop.time() + self.limits.max_seconds
+                                                     if self.limits.max_seconds else None)
+        unsubscribe = self.stop.subscribe(self._cut)
         KERNEL.refresh()  # the secret set as the run starts (the runner keeps it current after each tool)
-        discover = getattr(self.model, "discover_context_window", None)
-        if self.context.window is None and discover is not None:
-            with contextlib.suppress(Exception):  # a model that cannot say: the window is learned from an overflow
-                self.context.window = await discover()
-        if self.transcript:
-            self.transcript.write({"event": "start", "run_id": self.run_id, "system": self.system,
-                                   **self._briefing()})
-            for item in self.history:
-                self.transcript.item(item)
-        if prompt:
-            self.commit(h.user_message(prompt))
+        self.emit(RunStarted, self.run_id, getattr(self.model, "name", type(self.model).__name__), self.system,
+                  list(self.history), self._briefing())
         try:
-            trip = await self._rounds()
+            async with timeout:
+                trip = await self._run(prompt)
+        except TimeoutError:
+            if not timeout.expired():  # not ours
+                raise
+            trip = Trip("aborted", self.stop.reason) if self.stop.is_set() else self.limits.wall_clock_trip()
         except asyncio.CancelledError:
             # Cancelled from outside, maybe mid-commit: the only way the history can break its invariant.
             if h.history_problems(self.history):
                 self.history = h.repair_history(self.history)
             self._finish(Trip("aborted", "the run was cancelled"))
             raise
+        finally:
+            self._timeout = None
+            unsubscribe()
+            self.runner.close()
         return self._finish(trip)
+
+    def _cut(self) -> None:
+        """The stop signal was set: the run's timeout expires now."""
+        if self._timeout is not None and not self._timeout.expired():
+            self._timeout.reschedule(asyncio.get_running_loop().time())
+
+    async def _run(self, prompt: str | None) -> Trip:
+        discover = getattr(self.model, "discover_context_window", None)
+        if self.context.window is None and discover is not None:
+            with contextlib.suppress(Exception):  # a model that cannot say: the window is learned from an overflow
+                self.context.window = await discover()
+        if prompt:
+            self.commit(h.user_message(prompt))
+        return await self._rounds()
 
     async def _rounds(self) -> Trip:
         next_yield = time.monotonic() + YIELD_EVERY
@@ -260,10 +274,8 @@ class AgentLoop:
             if time.monotonic() >= next_yield:
                 await asyncio.sleep(0)
                 next_yield = time.monotonic() + YIELD_EVERY
-            if self.stop.is_set():
-                return Trip("aborted", self.stop.reason)
-            if self.deadline is not None and time.monotonic() >= self.deadline:
-                return self.limits.wall_clock_trip()
+            if trip := self._stopped():
+                return trip
             if trip := self.limits.check_before_request(self.usage):
                 return trip
             if self.context.needs_compaction() and (trip := await self._compact("high water")):
@@ -275,10 +287,13 @@ class AgentLoop:
             self.emit(RoundStarted, self.rounds)
 
             try:
-                response = await self._race(self._sample(cap))
-            except _Stopped as stopped:
+                response = await self._sample(cap)
+            except _Stopped as stopped:  # the text-loop guard cut the response
                 self._commit_text(self.streaming.text)  # what streamed so far; half-made calls are dropped
                 return stopped.trip
+            except asyncio.CancelledError:  # Stop, the wall clock, or from outside: likewise
+                self._commit_text(self.streaming.text)
+                raise
             except ContextOverflowError as e:
                 self.rounds -= 1  # the request was refused, not answered: the round is tried again
                 if trip := await self._overflowed(e):
@@ -325,7 +340,8 @@ class AgentLoop:
         request = ModelRequest(self.system_prompt, self.context.items, self.schemas, max_output_tokens=cap,
                                cache_key=self.run_id)
         response = await self._stream(request)
-        self.emit(ContextUpdated, self.context.fill, self.context.window)
+        if self.listeners:
+            self.emit(ContextUpdated, self.context.fill, self.context.window)
         return response
 
     async def _stream(self, request: ModelRequest) -> Response:
@@ -355,13 +371,13 @@ class AgentLoop:
                     raise ModelError(model_fault(self.model, error)) from error
                 if isinstance(event, TextDelta):
                     response.pieces.append(event.text)
-                    if self.on_event is not None and turn:  # validated for the listener; the history gets the
+                    if self.listeners and turn:  # validated for the listener; the history gets the
                         self.emit(TextDelta, valid_text(event.text))  # joined text
                     if turn and (trip := self.text_loop.feed(event.text)):  # cut: the text so far is committed
                         raise _Stopped(trip)
                 elif isinstance(event, FunctionCallProgress):
-                    if self.on_event is not None and turn:  # the model's own event, passed on as it is
-                        self.on_event(event)
+                    if self.listeners and turn:  # the model's own event, passed on as it is
+                        self.listeners(event)
                 elif isinstance(event, FunctionCallEvent):
                     response.calls.append(event)
                 elif isinstance(event, UsageEvent):  # counted when the response ends (a later one replaces it)
@@ -380,9 +396,7 @@ class AgentLoop:
         self.usage.add(event, None if self.price is None else self.price.cost(event))
         if request.purpose == "turn" and self.reports_prompt and not event.estimated:
             self.context.observe(event.input_tokens)
-        if self.transcript:
-            self.transcript.write({"event": "usage", **{k: v for k, v in vars(event).items() if v}})
-        self.emit(UsageUpdated, self.usage)
+        self.emit(UsageUpdated, self.usage, event)
 
     def _checked_usage(self, request: ModelRequest, response: Response) -> UsageEvent:
         """The response's usage as the server reported it, when it can be right; else an estimate.
@@ -460,17 +474,12 @@ class AgentLoop:
 
     async def _compact(self, reason: str) -> Trip | None:
         """Compact the view (see :meth:`ContextView.compact`); a trip when it still cannot fit or Stop came."""
-        try:
-            compaction = await self.context.compact(self._summarize, reason)
-        except _Stopped as stopped:
-            return stopped.trip
+        compaction = await self.context.compact(self._summarize, reason)
         self.compactions.append(compaction)
         for call_id in compaction.elided:
             self._forgive(call_id)
         self.emit(ContextCompacted, compaction)
         self.emit(ContextUpdated, compaction.tokens_after, self.context.window)
-        if self.transcript:
-            self.transcript.write({"event": "compaction", **compaction.record()})
         if not compaction.fits:
             return Trip("context_overflow", (
                 f"even compacted, the request needs about {compaction.tokens_after:,} tokens and "
@@ -491,7 +500,7 @@ class AgentLoop:
             return None
         request.max_output_tokens = cap
         try:
-            response = await self._race(self._stream(request))
+            response = await self._stream(request)
         except ModelError:
             return None
         return valid_text(response.text)
@@ -520,16 +529,26 @@ class AgentLoop:
             return Trip(trip.status, trip.detail + kept + skipped)
         return Trip("truncated", why + kept + skipped)
 
+    def _stopped(self) -> Trip | None:
+        """The ending if Stop or the wall clock came: checked between awaits (the run's timeout cuts an await, unless
+        what it cut swallowed the cancellation)."""
+        if self.stop.is_set():
+            return Trip("aborted", self.stop.reason)
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return self.limits.wall_clock_trip()
+        return None
+
     async def _run_tools(self, text: str, calls: list[ToolCall]) -> Trip | None:
+        if trip := self._stopped():
+            self._commit_results(self.runner.unfinished(calls, ABORTED_OUTPUT))
+            return trip
         left = self.limits.tool_calls_left(self.tool_calls)
         runnable = calls if left is None else calls[:left]
         refused = calls[len(runnable):]
         self.tool_calls += len(runnable)
         results: list[ToolResult] = []
         try:
-            await self._race(self.runner.run(runnable))
-        except _Stopped as stopped:
-            return stopped.trip
+            await self.runner.run(runnable)
         finally:  # also when the task running the loop is cancelled: keep the outputs of the calls that finished
             results = self.runner.unfinished(runnable, ABORTED_OUTPUT)
             self._commit_results(results)
@@ -537,51 +556,18 @@ class AgentLoop:
             self._commit_results(refused_results)
 
         trip = None
+        outcomes = []
         for r in results:
-            self.signatures[r.call_id] = (r.name, r.call.normalized, r.output)
-            trip = (trip or self.repeats.record(r.name, r.call.normalized, r.output)
-                    or self.no_progress.record_call(r.name, r.call.normalized))
-        outcomes = [(r.name, r.call.normalized, r.output) for r in [*results, *refused_results]]
+            call = r.call
+            self.signatures[call.call_id] = signature = (call.name, call.normalized, r.output)
+            outcomes.append(signature)
+            trip = trip or self.repeats.record(*signature) or self.no_progress.record_call(call.name, call.normalized)
+        outcomes += [(r.call.name, r.call.normalized, r.output) for r in refused_results]
         trip = trip or self.no_progress.record_turn(text, outcomes)
-        trip = trip or self.failures.record_round(len([r for r in results if r.failed]), len(results))
+        trip = trip or self.failures.record_round(sum(r.status == "error" for r in results), len(results))
         if trip is None and refused:
             trip = self.limits.tool_call_trip()
         return trip
-
-    async def _race(self, work: Awaitable[T]) -> T:
-        """Await ``work`` in this task unless the stop signal or the deadline comes first: then they cancel this
-        task (closing the model's stream, abandoning tool threads) and ``_Stopped`` is raised.
-
-        No task is made per call and nothing is subscribed per call: :meth:`run` subscribes :meth:`_cut` to both
-        once, and it cancels the running task directly while a race is on, as ``asyncio.timeout`` does; a
-        cancellation from anyone else still propagates.
-        """
-        task = self._task
-        assert task is not None
-        if self.stop.is_set() or (self.deadline is not None and time.monotonic() >= self.deadline):
-            # It came between races (when _cut ignores it): cut this one at its first wait, as if it came now.
-            asyncio.get_running_loop().call_soon(self._cut)
-        before = task.cancelling()
-        self._racing, self._cutting = True, False
-        try:
-            value = await work
-            if self._cutting:  # the work swallowed our cancellation and finished: its own outcome stands
-                task.uncancel()
-            return value
-        except asyncio.CancelledError:
-            if not self._cutting or task.uncancel() > before:  # cancelled by someone else too: not ours to handle
-                raise
-        finally:
-            # A _cut already on its way finds no race on; one arriving during a later race is still right to cut
-            # it: the stop signal stays set and the deadline stays past.
-            self._racing = False
-        raise _Stopped(Trip("aborted", self.stop.reason) if self.stop.is_set() else self.limits.wall_clock_trip())
-
-    def _cut(self) -> None:
-        """The stop signal was set or the deadline passed: cancel the task if it is in a race."""
-        if self._racing and not self._cutting and self._task is not None:
-            self._cutting = True
-            self._task.cancel()
 
     # -- committing ------------------------------------------------------------------------------------------
 
@@ -590,8 +576,7 @@ class AgentLoop:
         self.shows_secrets = self.shows_secrets or _shows_secret(item)
         self.history.append(item)
         self.context.append(item)
-        if self.transcript:
-            self.transcript.item(item)
+        self.emit(ItemCommitted, item)
 
     def _turn_item(self, item: h.Item) -> h.Item:
         """The turn's first item carries the :class:`Thinking` blocks its response streamed (if any)."""
@@ -644,10 +629,6 @@ class AgentLoop:
             transcript=str(self.transcript.path) if self.transcript else None,
             **self._briefing(),
         )
-        if self.transcript:
-            self.transcript.write({"event": "finish", "status": result.status, "detail": result.detail,
-                                   "usage": vars(self.usage).copy()})
-            self.transcript.close()
         self.result = result
         self.emit(RunFinished, result)
         return result
@@ -657,9 +638,9 @@ class AgentLoop:
         return {"instructions": [i.source for i in self.instructions], "skills": [s.name for s in self.skills]}
 
     def emit(self, kind: Callable[..., Event], *fields: Any) -> None:
-        """Tell the listener (if any) ``kind(*fields)``; the event is only built when someone listens."""
-        if self.on_event is not None:
-            self.on_event(kind(*fields))
+        """Tell the listeners (if any) ``kind(*fields)``; the event is only built when someone listens."""
+        if self.listeners:
+            self.listeners(kind(*fields))
 
 
 def model_fault(model: Model, error: Exception) -> str:
@@ -680,7 +661,8 @@ async def run(prompt: str | None, *, model: Model, **options: Any) -> LoopResult
     """Run the agent loop on ``prompt`` and return a :class:`LoopResult`; never raises for a guard, budget or abort.
 
     Options are those of :class:`AgentLoop`: ``tools``, ``system``, ``history``, ``limits``, ``guards``,
-    ``stop``, ``on_event``, ``approve``, ``transcript``, ``context_window``, ``price``, ``instructions`` (see
-    :mod:`agentkernel.instructions`), ``skills`` (see :mod:`agentkernel.skills`).
+    ``stop``, ``on_event`` (a listener of the loop's :mod:`~agentkernel.events`, or a list of them), ``approve``,
+    ``transcript``, ``context_window``, ``price``, ``instructions`` (see :mod:`agentkernel.instructions`), ``skills``
+    (see :mod:`agentkernel.skills`).
     """
     return await AgentLoop(model, **options).run(prompt)

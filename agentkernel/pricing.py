@@ -119,11 +119,11 @@ def no_price_error(model: object) -> AgentConfigError:
     where it runs, or a model object that says neither), and how to give one."""
     inner = getattr(model, "inner", model)
     name = getattr(inner, "model", None) or getattr(inner, "name", type(inner).__name__)
-    if importlib.util.find_spec("genai_prices") is None:
-        why = missing("genai_prices")
-    elif getattr(inner, "price_provider", None) or isinstance(getattr(inner, "base_url", None), str):
-        why = "genai-prices does not list it where it runs"
-    else:
+    if not (getattr(inner, "price_provider", None) or isinstance(getattr(inner, "base_url", None), str)):
         why = "it is a model object that names no provider or URL to look its price up by"
+    elif importlib.util.find_spec("genai_prices") is None:
+        why = missing("genai_prices")
+    else:
+        why = "genai-prices does not list it where it runs"
     return AgentConfigError(f"--max-cost needs a price, and none is known for the model {name!r} ({why}): give "
                             f"--price {PRICE_FORMAT}, or price=Price(...) to AgentLoop")

@@ -80,6 +80,11 @@ class LoopResult:
         return f"{_count(self.denied_calls, 'call')} denied" if self.denied_calls else ""
 
     @property
+    def status_line(self) -> str:
+        """``complete · 3 rounds · 2 tool calls · 12 in · 3 out · cost unknown`` (see :func:`status_line`)."""
+        return status_line(self.status, self.rounds, self.tool_calls, self.denied_calls, self.usage, self.compactions)
+
+    @property
     def summary(self) -> str:
         """One sentence about the run, made without asking the model."""
         work = self.work
@@ -93,9 +98,7 @@ class LoopResult:
     # -- display in a notebook: a short summary, never the whole history -------------------------------------
 
     def _summary_lines(self) -> list[str]:
-        lines = [f"LoopResult: {self.status} · {_count(self.rounds, 'round')} · "
-                 f"{_count(self.tool_calls, 'tool call')}" + (f" · {self.denied}" if self.denied_calls else "")
-                 + f" · {self.usage.line}"]
+        lines = [f"LoopResult: {self.status_line}"]
         if self.detail:
             lines.append(f"why: {short(self.detail, 300)}")
         if self.answer:
@@ -117,6 +120,19 @@ class LoopResult:
         head, *rest = self._summary_lines()
         body = html.escape("\n".join(rest))
         return f"<div><b>{html.escape(head)}</b><pre style='margin: 4px 0 0'>{body}</pre></div>"
+
+
+def status_line(state: str, rounds: int, tool_calls: int, denied: int, usage: Usage, compactions: int = 0,
+                seconds: float | None = None) -> str:
+    """The one line a run's views show about it, live or finished: ``state · 3 rounds · 2 tool calls · 1 call
+    denied · 12 in · 3 out · $0.0001 · 1 compaction · 4.2 s`` (the denials, compactions and seconds only when
+    there are some; ``state`` is the status, or what the run is doing while it runs)."""
+    parts = [state, _count(rounds, "round"), _count(tool_calls, "tool call")]
+    parts += [f"{_count(denied, 'call')} denied"] if denied else []
+    parts.append(usage.line)
+    parts += [_count(compactions, "compaction")] if compactions else []
+    parts += [f"{seconds:.1f} s"] if seconds is not None else []
+    return " · ".join(parts)
 
 
 def loaded_skills(history: list[Item]) -> list[str]:

@@ -183,6 +183,8 @@ class SecretSet:
         a piece of 16 bytes, covers one of the text's 4-byte words at a multiple of 4; the words are looked up in
         the index all at once (a set operation), and only a hit is checked, by growing it both ways.
         """
+        if len(text) < MIN_SECRET_CHARS:  # shorter than any form of a secret, or any shape
+            return text
         data = text.encode("utf-8", "surrogatepass")
         replaced = self._replaced(data, shapes)
         if not replaced:

@@ -2,13 +2,13 @@
 
 A child process outlives its parent by default: killed with SIGKILL, a kernel runs no cleanup, and a search child
 stuck in a catastrophic regular expression, or an MCP server in the middle of a call, spins on. On Linux the child
-asks the kernel to be signalled when its parent dies (``prctl(PR_SET_PDEATHSIG)``; :func:`die_with`, called in the
-child itself, since ``preexec_fn`` is unsafe in a kernel with threads).
+asks the operating system for a signal when its parent dies (``prctl(PR_SET_PDEATHSIG)``; :func:`die_with`, called
+in the child itself, since ``preexec_fn`` is unsafe in a kernel with threads).
 
 An MCP stdio server is any program, started by the mcp SDK (in a session of its own, whose process group the SDK
 kills when it stops the server), so it is started through this file run as a script, its *tether*
-(:func:`tethered`): ``python -I -S tether.py KERNEL_PID COMMAND [ARG...]``. The tether starts the command in its
-own process group, with the command's pipes, and waits for it. When the kernel dies it gets SIGTERM and kills the
+(:func:`tethered`): ``python -I -S tether.py KERNEL_PID COMMAND [ARG...]``. The tether starts the command in the
+tether's own process group, handing it its pipes, and waits for it. When the kernel dies it gets SIGTERM and kills the
 whole group with SIGKILL: the server and whatever the server started (``npx`` starts the server as its grandchild).
 When the tether itself is killed, the server gets SIGKILL. Elsewhere than Linux the command runs untethered.
 

@@ -3,9 +3,11 @@ that is always safe to encode (no lone surrogates) and to write as a JSON line."
 
 from __future__ import annotations
 
+import functools
 import json
 import unicodedata
 from collections.abc import Callable, Iterable
+from json.encoder import c_make_encoder, encode_basestring, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
@@ -113,11 +115,39 @@ def json_line(record: Any) -> str:
 def load_arguments(arguments: str) -> Any:
     """A call's arguments JSON as a value (``{}`` for empty text); raises ``json.JSONDecodeError``, or
     ``RecursionError`` for JSON nested too deeply to read."""
-    return json.loads(arguments) if arguments.strip() else {}
+    if not arguments.strip():
+        return {}
+    try:
+        return _from_json()(arguments)  # pydantic's parser (the one the tools' arguments are validated with)
+    except ValueError:  # json's says why; or reads what pydantic's does not (lone surrogates, deeper nesting)
+        return json.loads(arguments)
 
 
-_NORMALIZED = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(", ", ": "))  # made once: json.dumps
-# with options builds a new encoder on every call, which costs more than the encoding of a small object
+@functools.cache
+def _from_json() -> Callable[[str], Any]:
+    from pydantic_core import from_json  # imported when the first call comes: five times json.loads' speed
+
+    return from_json
+
+
+def _encoder(*, sort_keys: bool, ensure_ascii: bool) -> Callable[[Any], str]:
+    """``json.JSONEncoder(sort_keys=..., ensure_ascii=...).encode``, made once.
+
+    json.dumps and JSONEncoder.encode build a new C encoder on every call, which costs more than the encoding of a
+    small object: this one is built once, without the check for cycles (values parsed from JSON cannot have one; a
+    value that does raises RecursionError instead of ValueError).
+    """
+    fallback = json.JSONEncoder(sort_keys=sort_keys, ensure_ascii=ensure_ascii)
+    if c_make_encoder is None:
+        return fallback.encode
+    encode = c_make_encoder(None, fallback.default, encode_basestring_ascii if ensure_ascii else encode_basestring,
+                            None, ": ", ", ", sort_keys, False, True)
+    return lambda value: "".join(encode(value, 0))
+
+
+_normalized = _encoder(sort_keys=True, ensure_ascii=False)
+dumps = _encoder(sort_keys=False, ensure_ascii=True)
+"""``json.dumps(value)`` (for values without cycles)."""
 
 
 def read_arguments(arguments: str) -> tuple[str, str | None]:
@@ -134,7 +164,7 @@ def read_arguments(arguments: str) -> tuple[str, str | None]:
     except RecursionError:
         return text.strip(), "arguments are nested too deeply to read"
     try:
-        normalized = _NORMALIZED.encode(value)
+        normalized = _normalized(value)
     except (RecursionError, ValueError):
         normalized = text.strip()
     return normalized, None if isinstance(value, dict) else "arguments must be a JSON object"

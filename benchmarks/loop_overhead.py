@@ -9,7 +9,12 @@ The time per round should stay flat as runs get longer: the loop must not copy t
 guard check is O(1) per call.
 
 The main figures are for an async tool. A sync tool runs in a worker thread of its own per call (so Stop can
-abandon one that hangs); the last row is that case, beside a bare loop that also starts a thread per call.
+abandon one that hangs); the ``sync tool`` row is that case, beside a bare loop that also starts a thread per call.
+
+The ``end to end`` row is what a user's own ``asyncio.run(run(...))`` costs with ``run()``'s defaults: a fresh event
+loop each time, the script made inside the timing, an async ``@tool`` (with its default timeout), every guard on,
+and a tool output of 60 characters redacted against a set of three secrets; the bare loop beside it also gets a
+fresh event loop and returns the same text.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agentkernel import Call, ScriptedModel, run, tool
+from agentkernel import Call, ScriptedModel, run, secrets, tool
 
 
 @tool
@@ -36,6 +41,31 @@ def noop_sync(i: int) -> str:
     return "ok"
 
 
+@tool(name="noop")
+async def noop_line(i: int) -> str:
+    """Return a line of 60 characters."""
+    return line(i)
+
+
+def line(i: int) -> str:
+    return f"row {i:>6}: " + "x" * 48
+
+
+def end_to_end(rounds: int) -> float:
+    start = time.process_time()
+    script = [Call("noop", {"i": i}) for i in range(rounds)] + ["done"]
+    result = asyncio.run(run("go", model=ScriptedModel(script), tools=[noop_line]))
+    elapsed = time.process_time() - start
+    assert result.status == "complete" and result.tool_calls == rounds, result.summary
+    return elapsed
+
+
+def bare_end_to_end(rounds: int) -> float:
+    start = time.process_time()
+    asyncio.run(bare_run(rounds, make_output=line))
+    return time.process_time() - start
+
+
 async def agentkernel_run(rounds: int, sync: bool = False, window: int | None = None) -> float:
     script = [Call("noop", {"i": i}) for i in range(rounds)] + ["done"]
     start = time.process_time()
@@ -46,7 +76,7 @@ async def agentkernel_run(rounds: int, sync: bool = False, window: int | None = 
     return elapsed
 
 
-async def bare_run(rounds: int, sync: bool = False) -> float:
+async def bare_run(rounds: int, sync: bool = False, make_output: Any = None) -> float:
     """The same rounds with nothing but asyncio: the floor any loop in this process stands on."""
 
     async def model(i: int) -> AsyncIterator[tuple[str, str, str]]:
@@ -55,7 +85,7 @@ async def bare_run(rounds: int, sync: bool = False) -> float:
 
     async def bare_noop(i: int) -> str:
         if not sync:
-            return "ok"
+            return "ok" if make_output is None else make_output(i)
         loop = asyncio.get_running_loop()
         done = loop.create_future()
         threading.Thread(target=lambda: loop.call_soon_threadsafe(done.set_result, "ok")).start()
@@ -95,8 +125,25 @@ async def measure(sizes: list[int], repeats: int) -> dict[int | str, tuple[float
     return best
 
 
+END_TO_END = "1000, end to end"
+
+
+def measure_end_to_end(rounds: int, repeats: int) -> tuple[float, float]:
+    """Best µs per model request of :func:`end_to_end` and its bare twin, interleaved."""
+    for value, name in (("sk-proj-" + "Q7" * 20, "OPENAI_API_KEY"), ("ghp_" + "z9" * 18, "GITHUB_TOKEN"),
+                        ("postgres-password-" + "w" * 12, "PGPASSWORD")):
+        secrets.add(value, name)
+    end_to_end(100)  # warm up
+    bare_end_to_end(100)
+    ours, bare = float("inf"), float("inf")
+    for _ in range(repeats):
+        ours, bare = min(ours, end_to_end(rounds)), min(bare, bare_end_to_end(rounds))
+    return ours / (rounds + 1) * 1e6, bare / (rounds + 1) * 1e6
+
+
 def main() -> None:
     results = asyncio.run(measure([10, 100, 1000], repeats=7))
+    results[END_TO_END] = measure_end_to_end(1000, repeats=7)
     base = results[10][0]
     print(f"{'rounds':>15} {'µs/round':>10} {'vs 10':>7} {'bare µs':>9} {'vs bare':>8}")
     for rounds, (ours, bare) in results.items():

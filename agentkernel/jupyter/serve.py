@@ -15,6 +15,7 @@ import contextlib
 import html
 import inspect
 import json
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ SERVE_TEXT = ("[agentkernel: this kernel's tools are served over MCP while the s
 """The serving cell's saved text: fixed (nbval compares it), and without the token."""
 SERVER_NAME = "notebook"
 TOKEN_SECRET = "AGENT_SERVE_TOKEN"
+PORT = re.compile(r"(?:^|\s)--port(?:=|\s+|$)(\S*)")
 STOP_GRACE = 0.5
 """Seconds between Stop and the server's shutdown: the cut call's error result is sent meanwhile."""
 
@@ -153,7 +155,7 @@ class ServePanel(Panel):
         parts += [f"{session.waiting} waiting"] * bool(session.waiting)
         if self.cells is not None and self.cells.queued:
             parts.append("a call waits for the running cell to end")
-        parts += [f"{self.denied} denied"] * bool(self.denied)
+        parts += [f"{self.timeline.denied} denied"] * bool(self.timeline.denied)
         parts += [f"{self.server.rejected} refused without the token"] * bool(self.server.rejected)
         if self.server.clients:
             parts.append("connected: " + ", ".join(html.escape(name) for name in self.server.clients))
@@ -232,12 +234,16 @@ class KernelServing:
         session = ServedSession(
             tools.tools(), cells.after_the_cell(approve),
             limits=plan.limits, guards=plan.guards, stop=stop, on_event=panel,
-            transcript=Transcript(path) if path else None,
-            on_end=lambda why: self._ended(served, why))
+            transcript=Transcript(path) if path else None)
         server = MCPHTTPServer(session, port=port)
         KERNEL.name(TOKEN_SECRET, lambda: server.token)  # no tool output, panel or transcript shows it
-        await server.start()
+        try:
+            await server.start()
+        except BaseException:
+            cells.close()
+            raise
         served = ServeSession(server, panel, str(path) if path else None)
+        session.on_end = lambda why: self._ended(served, why)
         panel.connect(server)
         self.current = served
         return served
@@ -263,18 +269,13 @@ class KernelServing:
         return f"the session has ended after {n} call{'s' * (n != 1)}"
 
 
-def port_option(words: list[str]) -> tuple[int, list[str]]:
-    """``--port N`` (or ``--port=N``) taken out of a ``%agent_serve`` line's words: the port (0: a free one) and
-    the other words."""
-    port, rest = 0, []
-    it = iter(words)
-    for word in it:
-        flag, equals, value = word.partition("=")
-        if flag != "--port":
-            rest.append(word)
-            continue
-        value = value if equals else next(it, "")
-        if not value.isdigit() or not 0 < int(value) < 65536:
-            raise AgentConfigError(f"--port needs a port number (1-65535), not {value!r}")
-        port = int(value)
-    return port, rest
+def port_option(line: str) -> tuple[int, str]:
+    """``--port N`` (or ``--port=N``) taken out of a ``%agent_serve`` line: the port (0: a free one) and the rest
+    of the line."""
+    found = PORT.search(line)
+    if found is None:
+        return 0, line
+    value = found.group(1)
+    if not value.isdigit() or not 0 < int(value) < 65536:
+        raise AgentConfigError(f"--port needs a port number (1-65535), not {value!r}")
+    return int(value), line[:found.start()] + line[found.end():]

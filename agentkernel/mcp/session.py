@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..events import Event, ToolCallFinished, ToolCallStarted
+from ..events import Event, Listeners, ToolCallFinished, ToolCallStarted
 from ..guards import GuardConfig, NoProgressGuard, RepeatedCallGuard
 from ..record import history as h
 from ..record.transcript import Transcript
@@ -77,6 +77,8 @@ class ServedSession:
 
     def __post_init__(self) -> None:
         self.by_name = {t.name: t for t in self.tools}
+        # The one road out: the session's events are redacted on the way, as a run's are.
+        self.listeners = Listeners([] if self.on_event is None else [self.on_event])
         self.runner = ToolRunner(self.by_name, self.approve, run_id=self.session_id,
                                  on_start=lambda call: self._emit(ToolCallStarted(call)),
                                  on_finish=lambda result: self._emit(ToolCallFinished(result)))
@@ -232,5 +234,5 @@ class ServedSession:
             self.transcript.close()
 
     def _emit(self, event: Event) -> None:
-        if self.on_event is not None:
-            self.on_event(event)
+        if self.listeners:
+            self.listeners(event)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..record.context import describe_turns
+from ..text import dumps
 from .base import (
     FunctionCallEvent,
     FunctionCallProgress,
@@ -128,7 +128,7 @@ class ScriptedModel:
         # number, since a compacted history is shorter than the one before it.
         self.numbered = number = max(len(request.history), self.numbered + 1)
         for i, call in enumerate(turn.calls):
-            arguments = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+            arguments = call.arguments if isinstance(call.arguments, str) else dumps(call.arguments)
             call_id = call.call_id or f"call_{number}_{i + 1}"
             if delay:  # stream like an API: the call's name first, its arguments a moment later
                 yield FunctionCallProgress(call_id, call.name, 0)

@@ -11,6 +11,7 @@ import warnings
 from pathlib import Path
 from typing import IO, Any
 
+from ..events import ContextCompacted, Event, ItemCommitted, RunFinished, RunStarted, UsageUpdated
 from ..secrets import redact
 from ..text import json_line
 from .history import Item, repair_history
@@ -41,7 +42,8 @@ def run_transcript(folder: str | os.PathLike[str], run_id: str, keep: int = KEEP
 
 
 class Transcript:
-    """Appends a run's items to a JSONL file as they are committed, flushing each line.
+    """Appends a run's items to a JSONL file as they are committed, flushing each line: a listener of the loop's
+    events (:mod:`agentkernel.events`), which reach it redacted like every other listener's.
 
     Lines are ``{"event": "item", "item": {...}}``, with one ``{"event": "start", ...}`` first and one
     ``{"event": "finish", ...}`` last (with the run's ``usage`` sums), and a ``{"event": "usage", ...}`` for each
@@ -49,7 +51,9 @@ class Transcript:
     output's images are written as references (type, size, bytes, sha256; see
     :func:`~agentkernel.record.images.image_reference`), not their data. Text that UTF-8 cannot encode (lone surrogates)
     is written as JSON escapes. No value of the kernel's secret set is written: each is its marker
-    (see :mod:`agentkernel.secrets`). A write that fails (a full disk, a removed directory) warns once and ends the
+    (see :mod:`agentkernel.secrets`): the loop's :class:`~agentkernel.events.Listeners` redact every event before
+    any listener hears it, and :meth:`write` redacts what it is given again, for writers other than the loop (a
+    served session). A write that fails (a full disk, a removed directory) warns once and ends the
     transcript, never the run; ``error`` says why.
     """
 
@@ -70,6 +74,25 @@ class Transcript:
         except (OSError, ValueError) as e:  # ValueError: a value JSON cannot hold
             self.error = f"cannot write the transcript {self.path}: {e}"
             warnings.warn(f"{self.error}; the run goes on without it", RuntimeWarning, stacklevel=2)
+            self.close()
+
+    def __call__(self, event: Event) -> None:
+        """Hear one of the loop's events: the run's start (and the history it starts from), each committed item,
+        each response's usage, each compaction, and the run's end (which closes the file)."""
+        if isinstance(event, ItemCommitted):
+            self.item(event.item)
+        elif isinstance(event, UsageUpdated) and event.response is not None:
+            self.write({"event": "usage", **{k: v for k, v in vars(event.response).items() if v}})
+        elif isinstance(event, RunStarted):
+            self.write({"event": "start", "run_id": event.run_id, "system": event.system, **event.briefing})
+            for item in event.history:
+                self.item(item)
+        elif isinstance(event, ContextCompacted):
+            self.write({"event": "compaction", **event.compaction.record()})
+        elif isinstance(event, RunFinished):
+            result = event.result
+            self.write({"event": "finish", "status": result.status, "detail": result.detail,
+                        "usage": vars(result.usage).copy()})
             self.close()
 
     def item(self, item: Item) -> None:

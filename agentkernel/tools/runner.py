@@ -59,8 +59,7 @@ async def invoke(tool: Tool, kwargs: dict[str, Any], timeouts: Timeouts | None =
     if not tool.timeout:
         return await call
     # What asyncio.timeout() does, with a timer shared by the run's calls (see Timeouts).
-    task = asyncio.current_task()
-    assert task is not None
+    task = timeouts.current_task()
     before = task.cancelling()
     timeouts.watch(task, tool.timeout)
     try:
@@ -141,14 +140,14 @@ class ToolRunner:
     async def run(self, calls: list[ToolCall]) -> list[ToolResult]:
         """Run a round's calls: read-only ones in parallel, then each side-effecting one alone, in request order."""
         self.done, self.started = {}, {}
-        parallel = [c for c in calls if not self._side_effecting(c)]
+        alone = [c for c in calls if self._side_effecting(c)]
+        parallel = [c for c in calls if not self._side_effecting(c)] if alone else calls
         if len(parallel) == 1:  # the usual round: awaited here, without gather's task and its event-loop passes
             await self._one(parallel[0])
         elif parallel:
             await asyncio.gather(*(self._one(c) for c in parallel))
-        for call in calls:
-            if self._side_effecting(call):
-                await self._one(call)
+        for call in alone:
+            await self._one(call)
         return [self.done[call.call_id] for call in calls]
 
     def unfinished(self, calls: Iterable[ToolCall], output: str, status: ToolStatus = "aborted") -> list[ToolResult]:

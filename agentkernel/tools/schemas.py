@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, ConfigDict
-    from pydantic_core import ErrorDetails
+    from pydantic_core import ErrorDetails, ValidationError
 
 _CONFIG: ConfigDict = {"extra": "forbid", "arbitrary_types_allowed": True}
 
@@ -32,6 +32,13 @@ _EXPECTED = {
     "list_type": "array", "tuple_type": "array", "set_type": "array", "frozen_set_type": "array",
     "dict_type": "object", "model_type": "object", "model_attributes_type": "object", "dataclass_type": "object",
 }
+
+
+@functools.cache
+def _validation_error() -> type[ValidationError]:
+    from pydantic import ValidationError
+
+    return ValidationError
 
 
 @functools.cache
@@ -71,11 +78,9 @@ class Arguments:
 
         Only the arguments the call gave are returned, so the function's own defaults apply to the rest.
         """
-        from pydantic import ValidationError
-
         try:
-            values = self.model.model_validate_json(arguments or "{}", strict=True)
-        except ValidationError as e:
+            values = self.model.__pydantic_validator__.validate_json(arguments or "{}", strict=True)
+        except _validation_error() as e:  # (the class is looked up only when one is raised)
             raise ValueError(describe_errors(e.errors(include_url=False), list(self.names.values()))) from None
         return {self.names[field]: values.__dict__[field] for field in values.__pydantic_fields_set__}
 

@@ -184,13 +184,14 @@ def test_the_first_transcript_writing_run_says_where_once_and_no_transcript_writ
 
     folder = tmp_path / "transcripts"  # kernel_env's AGENTKERNEL_TRANSCRIPTS
     with agent_kernel(tmp_path) as ks:
-        ks.ok("import os\nos.environ.pop('CI', None)\nfrom agentkernel import ScriptedModel\nm = ScriptedModel(['hi'])")
+        ks.ok("import os\nos.environ.pop('CI', None)\nfrom agentkernel import ScriptedModel\n"
+              f"m = ScriptedModel(['hi'])\nos.environ['HOME'] = {str(tmp_path)!r}")  # the folder is shown under ~
         off = ks.run("%%agent -m m --no-transcript\nhello")  # writes none, and so says nothing
         assert off.status == "ok" and told(off) == [] and runs(folder) == 0, off.describe()
         assert ks.value("_agent.transcript") is None
         first = ks.run("%%agent -m m\nhello")
         (line,) = set(told(first))
-        assert f"runs are saved in {folder} (the newest 200 kept; --no-transcript: none)" in line, line
+        assert "runs are saved in ~/transcripts (the newest 200 kept; --no-transcript: none)" in line, line
         assert runs(folder) == 1 and ks.value("_agent.transcript").startswith(str(folder))
         second = ks.run("%%agent -m m\nhello")
         assert told(second) == [] and runs(folder) == 2  # said once per kernel

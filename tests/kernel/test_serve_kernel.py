@@ -319,3 +319,19 @@ def test_a_side_effect_waits_for_an_awaiting_cell_and_a_read_runs_at_its_awaits(
 
     run(main)
     assert kernel.value("seen_by_agent") == "after the cell"
+
+
+def test_a_port_in_use_or_a_bad_one_is_one_line(kernel):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        cell = kernel.run(f"%agent_serve --port {port}")
+        [error] = cell.errors
+        assert error["ename"] == "AgentConfigError" and f"cannot serve on 127.0.0.1:{port}" in error["evalue"]
+    [error] = kernel.run("%agent_serve --port 99999").errors
+    assert "--port needs a port number" in error["evalue"] and "\n" not in error["evalue"]
+    assert kernel.run("%agent_serve").status == "ok"  # nothing was left half started
+    kernel.ok("%agent_serve stop")

@@ -149,6 +149,21 @@ def test_a_start_up_failure_is_one_error_without_its_configured_token(name: str)
     assert error.__context__ is None and error.__cause__ is None
 
 
+def test_a_kernel_secret_in_a_failing_servers_command_line_is_redacted(monkeypatch: pytest.MonkeyPatch):
+    pytest.importorskip("mcp")
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)  # the kernel's secret set reads the environment at each use
+    entry = {"command": sys.executable, "args": ["-c", "import sys; sys.exit(3)", "--token", TOKEN]}
+
+    async def main() -> str:
+        with pytest.raises(AgentConfigError) as caught:
+            async with connect({"mcpServers": {"gh": entry}}, "gh"):
+                pass
+        return str(caught.value)
+
+    message = asyncio.run(main())
+    assert "--token [secret $GITHUB_TOKEN]" in message and TOKEN[4:20] not in message, message
+
+
 def test_a_server_that_never_answers_is_stopped_after_the_startup_timeout():
     pytest.importorskip("mcp")
     config = {"mcpServers": {"mute": {"command": sys.executable,
@@ -386,14 +401,14 @@ def test_stop_during_a_call_tells_the_server():
 def test_the_kernels_servers_are_stopped_at_exit_on_its_stopped_loop():
     """What the atexit hook does when the kernel exits: its event loop has stopped but is not closed."""
     need("mcp-server-time")
-    from agentkernel.jupyter.mcp_servers import KernelServers, Wanted
+    from agentkernel.jupyter.mcp_servers import KernelServers
 
     servers = KernelServers()
     config = parse_config({"mcpServers": {"time": {"command": "mcp-server-time",
                                                    "args": ["--local-timezone", "America/Lima"]}}})
     loop = asyncio.new_event_loop()
     try:
-        started = loop.run_until_complete(servers.start(Wanted(config, ["time"])))
+        started = loop.run_until_complete(servers.start(config, ["time"]))
         assert started["time"].running and processes("America/Lima")
         servers.stop_at_exit()
         assert not started["time"].running and ended("America/Lima")

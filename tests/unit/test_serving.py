@@ -283,3 +283,22 @@ def test_the_record_keeps_every_call(tmp_path):
     lines = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
     assert lines[0]["event"] == "start" and lines[-1]["event"] == "end"
     assert sum(1 for line in lines if line.get("event") == "item") == 4
+
+
+@pytest.mark.parametrize(("line", "port", "rest"), [
+    ("", 0, ""), ("--port 8123", 8123, ""), ("--port=8123 --allow-writes", 8123, " --allow-writes"),
+    ("--tools run_python --port 9000", 9000, "--tools run_python"), ("--report x", 0, "--report x"),
+])
+def test_the_port_is_taken_out_of_the_line(line: str, port: int, rest: str):
+    from agentkernel.jupyter.serve import port_option
+
+    assert port_option(line) == (port, rest)
+
+
+@pytest.mark.parametrize("line", ["--port", "--port 0", "--port 70000", "--port=abc", "--port -1"])
+def test_a_bad_port_is_one_line(line: str):
+    from agentkernel.errors import AgentConfigError
+    from agentkernel.jupyter.serve import port_option
+
+    with pytest.raises(AgentConfigError, match="--port needs a port number"):
+        port_option(line)

@@ -65,8 +65,8 @@ class LateReplies(logging.Filter):
             del self.closed[next(iter(self.closed))]
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.msg == "No such comm: %s" and isinstance(record.args, tuple) and record.args[:1] and \
-                record.args[0] in self.closed:
+        comm_id = record.args[0] if isinstance(record.args, tuple) and record.args else None
+        if record.msg == "No such comm: %s" and isinstance(comm_id, str) and comm_id in self.closed:
             self.dropped += 1
             return False
         return True
