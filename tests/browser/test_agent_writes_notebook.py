@@ -31,6 +31,7 @@ pytestmark = [
 ]
 
 OpenNotebook = Callable[[str], NotebookPage]
+STALE = re.compile(r"\bjp-agentkernel-stale\b")  # the mark of a cell the agent edited, not run since
 INTRO = "# Rain study\nWhich city is **wettest**?"
 SHOW = "for o in _agent.history:\n    if o['type'] == 'function_call_output':\n        print('OUTPUT', o['output'])"
 
@@ -174,6 +175,7 @@ def run_the_writing_agent(nb: NotebookPage, lab_server: LabServer, name: str) ->
     expect(nb.page.locator(".jp-Notebook .jp-Cell")).to_have_count(6)
     expect(editor(nb, 1)).to_have_text("y = 2")
     expect(nb.prompt(1)).to_have_text(re.compile(r"^\[ \]:$"))  # its outputs were made by the old source
+    expect(nb.cell(1)).to_have_class(STALE)  # and the extension marks it so
     expect(nb.output(3).get_by_role("button", name="Undo this run's notebook changes")).to_be_visible()
     shot(nb, lab_server, f"{name}-1-written", 3)
 
@@ -202,6 +204,7 @@ def test_undo_takes_the_run_back_in_one_click_and_keeps_the_users_edit(open_note
     expect(nb.page.locator(".jp-Notebook .jp-Cell")).to_have_count(4)
     expect(editor(nb, 1)).to_have_text("y = 1")
     expect(nb.prompt(1)).to_have_text(re.compile(r"^\[\d+\]:$"))  # its outputs are the old source's again
+    expect(nb.cell(1)).not_to_have_class(STALE)
     expect(editor(nb, 2)).to_have_text("z = 1  # the user's")
     shot(nb, lab_server, "undo-2-undone", 3)
     nb.page.keyboard.press("Control+s")
