@@ -42,7 +42,7 @@ from .exits import exit_refused
 from .kernel.notebook import ExecuteRequest
 from .kernel.notebook_tools import NotebookTools
 from .kernel.tools import KernelTools
-from .kernel.undo import undo_line
+from .kernel.undo import live_button, undo_line
 from .mcp_servers import MCP_USAGE, KernelServers, prompt_arguments
 from .options import AgentOptions, merge, option_arguments, option_traits, split_line
 from .panel import Panel
@@ -435,6 +435,9 @@ class AgentMagics(Magics):
         if not asks_on_terminal(self.shell):  # a terminal or a console shows no widget: it gets the record only
             bundle = {WIDGET_VIEW: panel.widget._repr_mimebundle_()[WIDGET_VIEW], "text/plain": PANEL_TEXT}
             run.shown = display(bundle, raw=True, display_id=True)
+            # the Undo button, from the run's first change of the notebook
+            notebook.on_change = lambda changes: panel.add_action(
+                live_button(self.shell, changes, notebook.request.session))
         return run
 
     def nobody_answers(self, clickable: bool = True) -> str | None:

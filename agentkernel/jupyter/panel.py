@@ -33,12 +33,14 @@ from ..events import (
     MessageDone,
     RoundStarted,
     RunFinished,
+    RunStarted,
     TextDelta,
+    ToolCallFinished,
     ToolCallStarted,
     UsageUpdated,
 )
 from ..record.timeline import WAITING, Entry, Timeline
-from ..result import status_line
+from ..result import briefing_line, loaded_skill, status_line
 from ..stop import StopSignal
 from ..text import cut
 from ..tools import Decision, Tool, ToolCall
@@ -81,6 +83,8 @@ class Panel:
         self.state = "running"
         self.waiting = False  # for the first token of the round's response
         self.note = ""
+        self.briefing: dict[str, list[str]] = {}  # the run's instructions' sources and skills (RunStarted)
+        self.loaded_skills: list[str] = []
         """A line under the status line (where the kernel's transcripts go, said once per kernel)."""
         self.status = widgets.HTML()
         self.bars: dict[str, widgets.FloatProgress] = {}
@@ -127,6 +131,11 @@ class Panel:
             self.calls += 1
         elif isinstance(event, RoundStarted):
             self.round, self.waiting = event.round, True
+        elif isinstance(event, RunStarted):
+            self.briefing = event.briefing
+        elif isinstance(event, ToolCallFinished) and event.result.status == "ok":
+            skill = loaded_skill(event.result.name, event.result.call.arguments)
+            self.loaded_skills += [skill] if skill and skill not in self.loaded_skills else []
         elif isinstance(event, UsageUpdated):
             self.usage = event.usage
         elif isinstance(event, ContextUpdated):
@@ -320,7 +329,8 @@ class Panel:
         since = self.timeline.waiting_since()
         state = f"{WAITING} ({now - since:.0f} s)" if since is not None and self.state == "running" else self.state
         line = status_line(state, self.round, self.calls, self.timeline.denied, self.usage, self.compactions,
-                           now - self.started)
+                           now - self.started, briefing_line(self.briefing.get("instructions", []),
+                                                             self.briefing.get("skills", []), self.loaded_skills))
         return line + " · waiting for the model's first token" * self.waiting
 
     def refresh(self) -> None:
