@@ -69,6 +69,11 @@ class UsageUpdated:
 
     usage: Usage
     response: UsageEvent | None = None
+    purpose: str = "turn"
+    """What the request was for: ``turn`` (the model's next turn) or ``summary`` (a compaction's note)."""
+    finish_reason: str = ""
+    """Why the response ended: the server's word when it cut it short (``length``, ...), else ``tool_calls`` or
+    ``stop``."""
 
 
 @dataclass
