@@ -80,6 +80,12 @@ class LoopResult:
         return f"{_count(self.denied_calls, 'call')} denied" if self.denied_calls else ""
 
     @property
+    def status_line(self) -> str:
+        """``complete · 3 rounds · 2 tool calls · 12 in · 3 out · cost unknown`` (see :func:`status_line`)."""
+        return status_line(self.status, self.rounds, self.tool_calls, self.denied_calls, self.usage, self.compactions,
+                           briefing=briefing_line(self.instructions, self.skills, self.loaded_skills))
+
+    @property
     def summary(self) -> str:
         """One sentence about the run, made without asking the model."""
         work = self.work
@@ -93,9 +99,7 @@ class LoopResult:
     # -- display in a notebook: a short summary, never the whole history -------------------------------------
 
     def _summary_lines(self) -> list[str]:
-        lines = [f"LoopResult: {self.status} · {_count(self.rounds, 'round')} · "
-                 f"{_count(self.tool_calls, 'tool call')}" + (f" · {self.denied}" if self.denied_calls else "")
-                 + f" · {self.usage.line}"]
+        lines = [f"LoopResult: {self.status_line}"]
         if self.detail:
             lines.append(f"why: {short(self.detail, 300)}")
         if self.answer:
@@ -104,8 +108,6 @@ class LoopResult:
             lines.extend(f"  {short(line, 200)}" for line in answer[:ANSWER_LINES])
             if len(answer) > ANSWER_LINES:
                 lines.append(f"  … ({len(answer) - ANSWER_LINES} more lines in .answer)")
-        if self.instructions or self.skills:
-            lines.append(briefing_line(self.instructions, self.skills, self.loaded_skills))
         lines.append(f"history: {_count(len(self.history), 'item')} in .history; "
                      f"{_count(len(self.partial_findings), 'finding')} in .partial_findings")
         return lines
@@ -119,21 +121,45 @@ class LoopResult:
         return f"<div><b>{html.escape(head)}</b><pre style='margin: 4px 0 0'>{body}</pre></div>"
 
 
+def status_line(state: str, rounds: int, tool_calls: int, denied: int, usage: Usage, compactions: int = 0,
+                seconds: float | None = None, briefing: str = "") -> str:
+    """The one line a run's views show about it, live or finished: ``state · 3 rounds · 2 tool calls · 1 call
+    denied · 12 in · 3 out · $0.0001 · 1 compaction · 4.2 s · instructions: AGENTS.md`` (the denials, compactions,
+    seconds and the project's instructions and skills (:func:`briefing_line`) only when there are some; ``state`` is
+    the status, or what the run is doing while it runs)."""
+    parts = [state, _count(rounds, "round"), _count(tool_calls, "tool call")]
+    parts += [f"{_count(denied, 'call')} denied"] if denied else []
+    parts.append(usage.line)
+    parts += [_count(compactions, "compaction")] if compactions else []
+    parts += [f"{seconds:.1f} s"] if seconds is not None else []
+    parts += [briefing] if briefing else []
+    return " · ".join(parts)
+
+
 def loaded_skills(history: list[Item]) -> list[str]:
     """The names of the skills ``load_skill`` loaded in ``history`` (calls that failed are left out)."""
     failed = {item["call_id"] for item in history if item.get("type") == "function_call_output"
               and str(item.get("output", "")).startswith(("error:", "not run", "aborted"))}
     names = []
     for item in history:
-        if item.get("type") == "function_call" and item.get("name") == "load_skill" and item["call_id"] not in failed:
-            try:
-                arguments = json.loads(item.get("arguments") or "{}")
-            except ValueError:
-                continue
-            name = arguments.get("name") if isinstance(arguments, dict) and not arguments.get("file") else None
-            if isinstance(name, str) and name not in names:
+        if item.get("type") == "function_call" and item["call_id"] not in failed:
+            name = loaded_skill(str(item.get("name")), str(item.get("arguments") or ""))
+            if name is not None and name not in names:
                 names.append(name)
     return names
+
+
+def loaded_skill(tool: str, arguments: str) -> str | None:
+    """The skill whose instructions a call of ``tool`` with ``arguments`` loads, or None (not ``load_skill``, or
+    one reading a skill's other file)."""
+    if tool != "load_skill":
+        return None
+    try:
+        parsed = json.loads(arguments or "{}")
+    except ValueError:
+        return None
+    name = parsed.get("name") if isinstance(parsed, dict) and not parsed.get("file") else None
+    return name if isinstance(name, str) else None
 
 
 def briefing_line(instructions: list[str], skills: list[str], loaded: list[str]) -> str:

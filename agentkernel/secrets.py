@@ -17,8 +17,13 @@ is caught) by ``[secret $NAME]``, in one look at the text whose cost does not gr
 (:meth:`SecretSet.redact`: an index of the forms, built once per version of the set; a regular expression
 alternating them was measured first, and its cost per character grew tenfold from 10 to 100 secrets). Strings
 shaped like OpenAI keys are replaced by ``[redacted]`` and ``user:password@`` in URLs is dropped, in the same
-look. The :class:`~agentkernel.tools.runner.ToolRunner` redacts every tool's result; transcripts, cassettes, the
-model adapters' errors and the ``%%agent`` prompt use :func:`redact_text` and :func:`redact`.
+look. Any run of :data:`PIECE_CHARS` bytes of a form is replaced as the whole form is, so a value cut anywhere is
+still caught. The :class:`~agentkernel.tools.runner.ToolRunner` redacts every tool's result; transcripts, cassettes,
+the model adapters' errors and the ``%%agent`` prompt use :func:`redact_text` and :func:`redact`, and the tools that
+cut what they show redact it first. The set is current at every use (:attr:`KernelSecrets.current`).
+
+Text the agent writes holds markers where it read secrets: :func:`restore` gives a marker its value back where the
+text read held it, and refuses one anywhere else (:class:`MisplacedMarker`).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import html
 import json
 import os
 import re
+import sys
 import threading
 from array import array
 from collections.abc import Callable, Iterable, Mapping
@@ -144,8 +150,8 @@ class SecretSet:
     @functools.cached_property
     def _index(self) -> tuple[dict[int, list[tuple[int, int]]], list[tuple[bytes, bytes]]]:
         """The forms of the secrets with their markers, and every form's 4-byte grams (as native ints) mapped to
-        where they stand in it: every position in a form of :data:`PIECE_CHARS` bytes or more (any piece of it
-        is found), the first :data:`GRAM` positions in a shorter one (only all of it is)."""
+        where they stand in it: the positions ``p`` with ``p % 12 < 4`` in a form of :data:`PIECE_CHARS` bytes or
+        more (any piece of it is found), the first :data:`GRAM` positions in a shorter one (only all of it is)."""
         index: dict[int, list[tuple[int, int]]] = {}
         forms: list[tuple[bytes, bytes]] = []
         seen: set[bytes] = set()
@@ -161,7 +167,11 @@ class SecretSet:
                 for k in range(GRAM):  # the grams at k, k + 4, ...: one array per alignment
                     grams = array("I", form[k:k + (len(form) - k) // GRAM * GRAM])
                     for gram, at in zip(grams, range(k, positions, GRAM), strict=False):
-                        index.setdefault(gram, []).append((at, number))
+                        # A piece of 16 bytes covers 3 of the text's words, at positions p, p + 4, p + 8 of the
+                        # form, and just one of those is < 4 modulo 12: indexing those finds every piece, in a third
+                        # of the index and of the look-ups a text holding a secret costs.
+                        if at % (3 * GRAM) < GRAM:
+                            index.setdefault(gram, []).append((at, number))
         return index, forms
 
     def redact(self, text: str, *, shapes: bool = True) -> str:
@@ -210,7 +220,7 @@ class SecretSet:
             words = array("I", data + bytes(-len(data) % GRAM))
             hits = index.keys() & set(words)
             if hits:  # rarely any: then each place one is found is checked
-                spans = _occurrences(data, words, hits, index, forms)
+                spans = _occurrences(data, hits, index, forms)
         if shapes:  # after the secrets: a named secret shaped like a key keeps its name (the sort below is stable)
             spans += [(m.start("userinfo"), m.end(), b"") if m.lastgroup == "userinfo"
                       else (m.start(), m.end(), MARKER_BYTES) for m in _SHAPES.finditer(data)]
@@ -251,7 +261,7 @@ def _extended(base: SecretSet, extra: tuple[tuple[str, str], ...]) -> SecretSet:
 
 class KernelSecrets:
     """The kernel's one secret set, kept current: each use looks whether the environment or a named variable changed
-    (a comparison of a few microseconds), and only then is the set recomputed (and its index rebuilt)."""
+    (a comparison taking under a microsecond), and only then is the set recomputed (and its index rebuilt)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -353,7 +363,7 @@ def add(value: str, name: str = "secret") -> str:
 
 
 def current() -> SecretSet:
-    """The kernel's secret set as last computed."""
+    """The kernel's secret set as it is now (see :attr:`KernelSecrets.current`)."""
     return KERNEL.current
 
 
@@ -433,27 +443,23 @@ def _starts(lines: list[str]) -> list[int]:
     return starts
 
 
-def _occurrences(data: bytes, words: array, hits: set[int], index: dict[int, list[tuple[int, int]]],
+def _occurrences(data: bytes, hits: set[int], index: dict[int, list[tuple[int, int]]],
                  forms: list[tuple[bytes, bytes]]) -> list[tuple[int, int, bytes]]:
     """The spans of ``data`` holding a whole form, or a piece of :data:`PIECE_CHARS` bytes of a longer one, with the
     marker each is replaced by; ``hits`` are the words of ``data`` found in the index."""
     spans = []
     found: dict[tuple[int, int], tuple[int, int]] = {}  # (form, where it would start): the span grown there
     for word in hits:
-        i = -1
-        while True:
-            try:
-                i = words.index(word, i + 1)
-            except ValueError:
-                break
-            at = i * GRAM
+        gram, at = word.to_bytes(GRAM, sys.byteorder), -1
+        while (at := data.find(gram, at + 1)) >= 0:
+            if at % GRAM:  # the words are those at multiples of 4
+                continue
             for position, number in index[word]:
                 known = found.get((number, at - position))
                 if known is not None and known[0] <= at < known[1]:  # a word of a span already grown
                     continue
                 form, shown = forms[number]
-                start = at - _common_suffix(data, at, form, position)
-                end = at + _common_prefix(data, at, form, position)
+                start, end = _grown(data, at, form, position)
                 found[number, at - position] = (start, end)
                 if end - start == len(form) or (end - start >= PIECE_CHARS and len(form) >= PIECE_CHARS):
                     while start > 0 and 0x80 <= data[start] < 0xC0:  # whole characters (a piece may cut one)
@@ -464,34 +470,22 @@ def _occurrences(data: bytes, words: array, hits: set[int], index: dict[int, lis
     return spans
 
 
-def _common_prefix(data: bytes, at: int, form: bytes, position: int) -> int:
-    """How many bytes of ``data`` from ``at`` match ``form`` from ``position``."""
-    size = min(len(data) - at, len(form) - position)
-    if data[at:at + size] == form[position:position + size]:
-        return size
-    low, high = 0, size  # data and form agree on low bytes, not on high
-    while high - low > 1:
-        middle = (low + high) // 2
-        if data[at:at + middle] == form[position:position + middle]:
-            low = middle
-        else:
-            high = middle
-    return low
+def _grown(data: bytes, at: int, form: bytes, position: int) -> tuple[int, int]:
+    """The span of ``data`` around ``at`` that agrees with ``form`` placed with its ``position`` at ``at``."""
 
+    def longest(size: int, agree: Callable[[int], bool]) -> int:  # the most bytes that agree (a binary search)
+        if agree(size):
+            return size
+        low, high = 0, size
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if agree(middle) else (low, middle)
+        return low
 
-def _common_suffix(data: bytes, at: int, form: bytes, position: int) -> int:
-    """How many bytes of ``data`` before ``at`` match ``form`` before ``position``."""
-    size = min(at, position)
-    if data[at - size:at] == form[position - size:position]:
-        return size
-    low, high = 0, size
-    while high - low > 1:
-        middle = (low + high) // 2
-        if data[at - middle:at] == form[position - middle:position]:
-            low = middle
-        else:
-            high = middle
-    return low
+    before = longest(min(at, position), lambda n: data[at - n:at] == form[position - n:position])
+    after = longest(min(len(data) - at, len(form) - position),
+                    lambda n: data[at:at + n] == form[position:position + n])
+    return at - before, at + after
 
 
 def _same(before: tuple[object, ...], now: tuple[object, ...]) -> bool:

@@ -11,7 +11,8 @@ model calls an async no-op tool N times, then answers. For N = 100 and 1000 it p
 - iopub messages and bytes per round of the ``%%agent`` cell (bytes: header, parent header, metadata and content
   as JSON, as they go over the wire, plus any buffers);
 - the widget models the run left alive in the kernel (``ipywidgets.widgets.widget._instances``);
-- the kernel's RSS after ten 1000-call ``%%agent`` runs in a row against the RSS after the first.
+- the kernel's RSS after each of ten 1000-call ``%%agent`` runs in a row: its growth per run after the first
+  (flat when a finished run leaves nothing behind), and the widget models alive at the end.
 """
 
 from __future__ import annotations
@@ -97,12 +98,11 @@ def main() -> None:
             rows.append((n, panel / n * 1e3, plain / n * 1e3, panel_cpu / n * 1e3, plain_cpu / n * 1e3,
                          len(messages) / n, sum(wire_bytes(m) for m in messages) / n, alive))
 
-        first = 0.0
-        for i in range(rss_runs):
+        rss = []
+        for _ in range(rss_runs):
             agent_run(kernel, 1000)
-            if i == 0:
-                first = kernel.value("rss_mb()")
-        last = kernel.value("rss_mb()")
+            rss.append(kernel.value("rss_mb()"))
+        first, last = rss[0], rss[-1]
         total_widgets = kernel.value("len(ipywidgets.widgets.widget._instances)")
 
     print(f"{'N':>5} {'panel ms/round':>15} {'plain ms/round':>15} {'ratio':>6} {'panel CPU':>10} "
@@ -112,7 +112,8 @@ def main() -> None:
               f"{plain_cpu:>10.3f} {msgs:>11.2f} {nbytes:>12.0f} {alive:>13}")
     print(f"bytes/round at N=1000 vs N=100: {rows[1][6] / rows[0][6]:.2f}x")
     print(f"kernel RSS after {rss_runs} runs of 1000 calls: {last:.1f} MB, after the first: {first:.1f} MB "
-          f"(+{last - first:.1f} MB); widget models in the kernel: {total_widgets}")
+          f"(+{last - first:.1f} MB, {(last - first) / (rss_runs - 1) * 1024:+.0f} KB per run after the first; "
+          f"after each: {', '.join(f'{m:.1f}' for m in rss)}); widget models in the kernel: {total_widgets}")
 
 
 if __name__ == "__main__":

@@ -19,11 +19,13 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..record.timeline import WAITING
 from ..stop import StopSignal
 from ..text import hidden_warning, pretty_arguments, reveal
 from ..tools import Decision, Tool, ToolCall
 
-QUESTION = "Approve {name}? [y]es / [a]ll this run / [n]o / note: "
+QUESTION = WAITING + " · Approve {name}? [y]es / [a]ll this run / [n]o / note: "
+"""The terminal's question: it says that the run waits, as the panel's status line does."""
 
 
 def is_terminal(shell: Any) -> bool:

@@ -24,12 +24,13 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
-from IPython.display import display
+from IPython.display import DisplayHandle, display
 
 from ..instructions import Instruction
 from ..loop import AgentLoop
 from ..models.base import Model, accepts_images
 from ..models.providers import resolve, split_model
+from ..record.timeline import Timeline
 from ..record.transcript import KEEP, load_transcript
 from ..result import LoopResult
 from ..secrets import KERNEL, MIN_SECRET_CHARS, SecretSet, marker
@@ -43,16 +44,19 @@ from .exits import exit_refused
 from .kernel.notebook import ExecuteRequest
 from .kernel.notebook_tools import NotebookTools
 from .kernel.tools import KernelTools
-from .kernel.undo import undo_line
+from .kernel.undo import live_button, undo_line
 from .mcp_servers import MCP_USAGE, KernelServers, prompt_arguments
 from .options import AgentOptions, merge, option_arguments, option_traits, split_line
-from .panel import PANEL_TEXT, Panel
+from .panel import Panel
 from .plan import RunPlan, RunTools
-from .render import RunRecord, render_markdown, render_text
+from .render import record_bundle
 from .serve import SERVE_TEXT, KernelServing, port_option
 
 DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+PANEL_TEXT = ""
+"""The panel's text, live and once the record replaced it: empty, the same in both, so nbval (which ignores
+display updates) compares the saved notebook with a fresh run equal."""
 NO_MODEL = (
     "No model is configured: set OPENAI_API_KEY (and optionally AGENTKERNEL_MODEL or "
     "%config AgentMagics.model = '...'), point --base-url at an OpenAI-compatible server, "
@@ -96,7 +100,7 @@ class CellRun:
 
     loop: AgentLoop
     panel: Panel
-    record: RunRecord
+    timeline: Timeline
     prompt: str
     out: str | None
     kernel: KernelTools
@@ -105,6 +109,8 @@ class CellRun:
     cells_left: list[str] | None = None
     """With ``--cells``: the executed code the front end did not take as cells (None: not tried)."""
     interrupted: bool = False
+    shown: DisplayHandle | None = None
+    """The panel's display, replaced when the run ends (None where no panel is shown: terminal IPython)."""
 
 
 @magics_class
@@ -162,6 +168,7 @@ class AgentMagics(Magics):
                     run.interrupted = True
                     run.loop.stop.set(self.interrupt_reason())
         if failure:
+            self.end_panel(run)
             raise failure[0]
         self.finish(run)
 
@@ -181,6 +188,8 @@ class AgentMagics(Magics):
             ticker.cancel()
             if run.loop.result is not None:
                 self.publish(run, run.loop.result)
+            else:  # the loop failed: no record, but no live panel left behind either
+                self.end_panel(run)
         if run.cells:
             run.cells_left = await run.notebook.write_cells(run.kernel.executed_calls, run.loop.run_id)
         self.finish(run)
@@ -398,7 +407,6 @@ class AgentMagics(Magics):
         plan, options = setup.plan, setup.plan.options
         stop = StopSignal()
         panel = Panel(plan.limits, stop, throttle=options.stream_throttle)
-        record = RunRecord()
         notebook = setup.tools.notebook
         nobody = self.nobody_answers(setup.clickable)
         approve = plan.approver(panel, nobody=nobody, terminal=nobody is None and asks_on_terminal(self.shell),
@@ -411,7 +419,7 @@ class AgentMagics(Magics):
             limits=plan.limits,
             guards=plan.guards,
             stop=stop,
-            on_event=[panel, record, *([RunSpans(setup.model)] if tracing_wanted(options.tracing) else [])],
+            on_event=[panel, *([RunSpans(setup.model)] if tracing_wanted(options.tracing) else [])],
             approve=approve,
             transcript=transcript_folder(options.transcripts),
             context_window=options.context_window or None,
@@ -424,11 +432,15 @@ class AgentMagics(Magics):
             folder, home = str(loop.transcript.path.parent), os.path.expanduser("~")
             shown = "~" + folder[len(home):] if folder.startswith(home + os.sep) else folder
             panel.note = f"runs are saved in {shown} (the newest {KEEP} kept; --no-transcript: none)"
-        bundle = panel.widget._repr_mimebundle_()
-        bundle["text/plain"] = PANEL_TEXT  # a fixed text, so saved notebooks compare equal under nbval
-        display(bundle, raw=True)
-        return CellRun(loop=loop, panel=panel, record=record, prompt=setup.prompt, out=options.out,
-                       kernel=setup.tools.kernel, notebook=notebook, cells=options.cells)
+        run = CellRun(loop=loop, panel=panel, timeline=panel.timeline, prompt=setup.prompt, out=options.out,
+                      kernel=setup.tools.kernel, notebook=notebook, cells=options.cells)
+        if not asks_on_terminal(self.shell):  # a terminal or a console shows no widget: it gets the record only
+            bundle = {WIDGET_VIEW: panel.widget._repr_mimebundle_()[WIDGET_VIEW], "text/plain": PANEL_TEXT}
+            run.shown = display(bundle, raw=True, display_id=True)
+            # the Undo button, from the run's first change of the notebook
+            notebook.on_change = lambda changes: panel.add_action(
+                live_button(self.shell, changes, notebook.request.session))
+        return run
 
     def nobody_answers(self, clickable: bool = True) -> str | None:
         """Why nobody can answer an approval in this cell (denied at once, saying so), or None."""
@@ -600,22 +612,14 @@ class AgentMagics(Magics):
         return result
 
     def finish(self, run: CellRun) -> None:
-        """Store the result, leave the static rendering, and end the cell as the run's status says."""
+        """Store the result, replace the live panel with the run's record, and end the cell as the run's status
+        says."""
         assert run.loop.result is not None
         result = self.publish(run, run.loop.result)
-        display({
-            # A widget view with an empty model id is hidden wherever ipywidgets renders, so the live user sees the
-            # run once, in the panel; where widgets do not render (GitHub, nbviewer, nbconvert) the Markdown shows.
-            WIDGET_VIEW: {"version_major": 2, "version_minor": 0, "model_id": ""},
-            "text/markdown": render_markdown(result, run.record),
-            "text/plain": render_text(result, run.record),
-        }, raw=True)
-        # run_python's figures and MCP tools' images, hidden the same way where the panel shows them
-        for image in run.record.images:
-            display({WIDGET_VIEW: {"version_major": 2, "version_minor": 0, "model_id": ""}, **image.data},
-                    metadata=image.metadata, raw=True)
+        display(record_bundle(result, run.timeline), raw=True)
         if run.notebook.changes is not None and run.notebook.changes.cells:  # the extension's Undo button
             display(run.notebook.changes.output(), raw=True)
+        self.end_panel(run)
         # ONE next input (a front end shows one): the cells add_cell queued where no extension answers, and the
         # code --cells could not write as cells
         left = run.cells_left if run.cells_left is not None else result.executed_code if run.cells else []
@@ -627,6 +631,15 @@ class AgentMagics(Magics):
         if result.status in STOP_ERRORS:
             raise STOP_ERRORS[result.status](result) from None
 
+
+    @staticmethod
+    def end_panel(run: CellRun) -> None:
+        """The panel's display emptied (the record below it replaces it, or the run failed) and its widgets closed:
+        a saved notebook holds no view of a dead widget model, and the kernel no widget of a finished run."""
+        if run.shown is not None:
+            run.shown.update({"text/plain": PANEL_TEXT}, raw=True)
+            run.shown = None
+        run.panel.close()
 
 def cassette_file(flag: str, path: str, read: Callable[[str], Model]) -> Model:
     """``read(path)``, its failures made one line naming the file (and the line, for a corrupt one)."""
@@ -668,3 +681,4 @@ def writable(flag: str, path: str) -> None:
         raise AgentConfigError(f"{flag}: cannot write {path!r}: {folder!r} is a file, not a folder")
     if not os.access(folder, os.W_OK) or os.path.exists(target) and not os.access(target, os.W_OK):
         raise AgentConfigError(f"{flag}: cannot write {path!r} (permission denied)")
+

@@ -279,12 +279,13 @@ class Option:
         elif self.kind is list:
             trait = List(Unicode(), default_value=list(self.default), **kwargs)
         else:
-            trait = Text(self.default, **kwargs)
+            trait = (Switchable if self.switches_off else Unicode)(self.default, **kwargs)
         return trait.tag(config=True)
 
 
-class Text(Unicode):  # type: ignore[type-arg]
-    """A text setting that was once a switch: ``False`` is ``""`` (off), ``True`` the default."""
+class Switchable(Unicode):  # type: ignore[type-arg]
+    """A text setting with an off switch (``--no-transcript``), which was once a switch alone: ``False`` is ``""``
+    (off), ``True`` the default."""
 
     def validate(self, obj: Any, value: Any) -> Any:
         if isinstance(value, bool):

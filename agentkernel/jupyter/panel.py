@@ -1,15 +1,16 @@
 """The live panel of a ``%%agent`` cell: status, budget bars, Stop, streamed text, one section per tool call.
 
-The panel only listens to loop events; live progress is shown through widget state, never through display
-updates or ``clear_output`` (nbval ignores those, so they would make saved notebooks fail to validate).
+The panel is the live view of the run's :class:`~agentkernel.record.timeline.Timeline` (the static record in
+:mod:`.render` is the other): it makes widgets for the timeline's entries and never builds entries of its own. Live
+progress is shown through widget state; when the run ends the cell's magic replaces the panel's display with the
+record and :meth:`Panel.close` closes every widget the panel made, so the kernel holds no widget of a finished run.
 
-It costs the same per event however long the run gets. Events only update plain Python entries; the widgets are
-brought up to date at most every ``throttle`` seconds, new widgets at most every ``5 * throttle`` (and at once for
-an approval or the run's end). Only the
-newest messages and calls (at most :data:`LIVE_ENTRIES`) are live widgets; older ones are folded into one static,
-still collapsible HTML block that counts them and lists the newest :data:`FOLDED_TITLES` of their titles, and
-their widgets are closed. So every update sends a bounded message, and a finished run holds a bounded number of widget
-models whatever its length. Calls still running, being written or awaiting approval are never folded.
+It costs the same per event however long the run gets. Events only update the timeline's plain Python entries; the
+widgets are brought up to date at most every ``throttle`` seconds, new widgets at most every ``5 * throttle`` (and
+at once for an approval or the run's end). Only the newest messages and calls (at most :data:`LIVE_ENTRIES`) are
+live widgets; older ones are folded into one static, still collapsible HTML block that counts them and lists the
+newest :data:`FOLDED_TITLES` of their titles, and their widgets are closed. So every update sends a bounded
+message. Calls still running, being written or awaiting approval are never folded.
 """
 
 from __future__ import annotations
@@ -20,32 +21,32 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
 
 import ipywidgets as widgets  # type: ignore[import-untyped]
 from IPython.display import Markdown
 from ipywidgets.widgets.widget_string import HTMLStyle, TextStyle  # type: ignore[import-untyped]
 
 from ..events import (
-    ContextCompacted,
     ContextUpdated,
     Event,
     FunctionCallProgress,
     MessageDone,
     RoundStarted,
     RunFinished,
+    RunStarted,
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
     UsageUpdated,
 )
+from ..record.timeline import WAITING, Entry, Timeline
+from ..result import briefing_line, loaded_skill, status_line
 from ..stop import StopSignal
 from ..text import cut
-from ..tools import Decision, Tool, ToolCall, ToolResult
+from ..tools import Decision, Tool, ToolCall
 from ..usage import Limits, Usage
-from .render import HTML_OUTPUT_CHARS, arguments_html, call_title, change_html, same_call
+from .render import HTML_OUTPUT_CHARS, arguments_html, change_html
 
-PANEL_TEXT = "<agentkernel panel: the live view needs a widget front end; the run's transcript follows>"
 STATUS_COLOURS = {"ok": "#2e7d32", "error": "#c62828", "denied": "#ef6c00", "aborted": "#6d4c41",
                   "not_run": "#6d4c41"}
 LIVE_ENTRIES = 10  # at most this many of the newest messages and calls are live widgets (at least half as many)
@@ -54,61 +55,36 @@ DROPPED = "not sent: the model stopped before the call was complete"
 
 
 @dataclass(eq=False)
-class Entry:
-    """One thing the panel shows, in order: a message, a tool call (maybe still being written) or an approval."""
+class Shown:
+    """The widgets showing one entry, and the entry's version they show."""
 
-    kind: Literal["message", "call", "approval", "compaction"]
-    call: ToolCall | None = None
-    result: ToolResult | None = None
-    name: str = ""  # a call being written: its name and the size of its arguments so far
-    chars: int = 0
-    dropped: bool = False
-    text: list[str] = field(default_factory=list)  # a message's pieces, joined when shown
-    done: bool = False  # a message is complete / an approval is decided
-    pinned: bool = False  # never folded while set (an approval waiting for its click)
-    dirty: bool = True  # changed since its widgets were last brought up to date
-    count: int = 1  # identical not-run calls shown as one
     view: widgets.Widget | None = None  # what the panel's body shows for it
     parts: list[widgets.Widget] = field(default_factory=list)  # every widget it made (closed when folded)
-
-    @property
-    def busy(self) -> bool:
-        """Still changing: a call being written or running, a message streaming, an undecided approval."""
-        if self.kind == "call":
-            return not self.dropped and self.result is None
-        if self.kind == "message":
-            return not self.done
-        return self.pinned
-
-    def title(self) -> str:
-        if self.kind == "message":
-            return "message: " + " ".join("".join(self.text).split())[:80]
-        if self.kind == "approval":
-            return f"approval: {self.name}"
-        if self.kind == "compaction":
-            return self.name
-        if self.call is None:
-            return f"{self.name}(…) · {'dropped' if self.dropped else 'writing'} · {self.chars} characters"
-        duration = f" · {self.result.duration:.2f} s" if self.result else ""
-        return call_title(self.call, self.result, self.count) + duration
+    version: int = -1
 
 
 class Panel:
-    """Widgets for one run; call it with each loop event."""
+    """Widgets for one run: a live view of its :class:`~agentkernel.record.timeline.Timeline`. Call it with each
+    loop event (it hands each to the timeline first); :meth:`close` closes every widget it made once the run has
+    its record."""
 
-    def __init__(self, limits: Limits, stop: StopSignal, *, throttle: float = 0.1):
+    def __init__(self, limits: Limits, stop: StopSignal, timeline: Timeline | None = None, *,
+                 throttle: float = 0.1):
         self.limits = limits
         self.stop_signal = stop
+        self.timeline = timeline if timeline is not None else Timeline()
+        self.timeline.on_add, self.timeline.on_remove = self.add, self.remove
         self.throttle = throttle
         self.started = time.monotonic()
         self.round = 0
         self.calls = 0
-        self.denied = 0
-        self.tokens = 0
+        self.compactions = 0
         self.usage = Usage()
         self.state = "running"
         self.waiting = False  # for the first token of the round's response
         self.note = ""
+        self.briefing: dict[str, list[str]] = {}  # the run's instructions' sources and skills (RunStarted)
+        self.loaded_skills: list[str] = []
         """A line under the status line (where the kernel's transcripts go, said once per kernel)."""
         self.status = widgets.HTML()
         self.bars: dict[str, widgets.FloatProgress] = {}
@@ -122,10 +98,11 @@ class Panel:
         self.stop_button = widgets.Button(description="Stop", button_style="danger", icon="stop",
                                           tooltip="Abort the run: history is kept, _agent holds the result")
         self.stop_button.on_click(lambda _: self.stop_signal.set("stopped with the Stop button"))
+        self.header = widgets.HBox([self.stop_button, self.status])
         self.body = widgets.VBox()
         self.context: tuple[int, int] | None = None  # the fill and the window, once the window is known
         self.context_bar: widgets.HBox | None = None  # made when the window becomes known
-        self.widget = widgets.VBox([widgets.HBox([self.stop_button, self.status]), *self.bars.values(), self.body])
+        self.widget = widgets.VBox([self.header, *self.bars.values(), self.body])
         # One layout and one style for every entry's widgets: otherwise each widget opens two more models.
         self.layout = widgets.Layout()
         self.html_style = HTMLStyle()
@@ -133,9 +110,7 @@ class Panel:
         self.text_style: TextStyle | None = None
         self.button_layout: widgets.Layout | None = None
         self.live: deque[Entry] = deque()  # shown as widgets, oldest first
-        self.by_call: dict[str, Entry] = {}  # live calls by call_id
-        self.writing: dict[str, Entry] = {}  # calls the model is still writing, by their progress key
-        self.streaming: Entry | None = None  # the message being streamed
+        self.shown: dict[Entry, Shown] = {}  # the widgets of the live entries
         self.folded_kinds = {"call": 0, "message": 0, "approval": 0, "compaction": 0}
         self.folded_titles: deque[str] = deque(maxlen=FOLDED_TITLES)
         self.fold: widgets.HTML | None = None  # the block of folded entries, made at the first fold
@@ -143,93 +118,57 @@ class Panel:
         self.closing: list[widgets.Widget] = []  # widgets of folded entries, closed at the next flush
         self.last_flush = self.last_reshape = 0.0
         self.timer: asyncio.TimerHandle | None = None
+        self.closed = False
         self.flush()
 
     # -- events ----------------------------------------------------------------------------------------------
 
     def __call__(self, event: Event) -> None:
+        self.timeline(event)
         if isinstance(event, TextDelta | FunctionCallProgress | MessageDone | ToolCallStarted | RunFinished):
             self.waiting = False
-        if isinstance(event, TextDelta):
-            if self.streaming is None:
-                self.streaming = self.add(Entry("message"))
-            self.streaming.text.append(event.text)
-            self.streaming.dirty = True
-        elif isinstance(event, FunctionCallProgress):
-            entry = self.writing.get(event.key)
-            if entry is None:
-                entry = self.writing[event.key] = self.add(Entry("call", name=event.name))
-            entry.chars, entry.dirty = event.arguments_chars, True
-        elif isinstance(event, ToolCallStarted):
+        if isinstance(event, ToolCallStarted):
             self.calls += 1
-            self.entry_for(event.call).dirty = True
-        elif isinstance(event, ToolCallFinished):
-            entry = self.entry_for(event.result.call)
-            entry.result, entry.dirty = event.result, True
-            self.denied += event.result.status == "denied"
-            if event.result.status == "not_run":
-                self.merge_not_run(entry)
-        elif isinstance(event, MessageDone):
-            entry = self.streaming or self.add(Entry("message"))
-            entry.text, entry.done, entry.dirty = [event.text], True, True
-            self.streaming = None
         elif isinstance(event, RoundStarted):
             self.round, self.waiting = event.round, True
-            self.drop_unfinished_writing()
+        elif isinstance(event, RunStarted):
+            self.briefing = event.briefing
+        elif isinstance(event, ToolCallFinished) and event.result.status == "ok":
+            skill = loaded_skill(event.result.name, event.result.call.arguments)
+            self.loaded_skills += [skill] if skill and skill not in self.loaded_skills else []
         elif isinstance(event, UsageUpdated):
-            self.tokens, self.usage = event.usage.total_tokens, event.usage
+            self.usage = event.usage
         elif isinstance(event, ContextUpdated):
             self.context = (event.fill, event.window) if event.window else None
-        elif isinstance(event, ContextCompacted):
-            self.add(Entry("compaction", name=event.compaction.title))
         elif isinstance(event, RunFinished):
             result = event.result
-            self.state = f"{result.status}: {html.escape(result.detail)}" if result.detail else result.status
-            # Disabled and grey: a red button left in the notebook would still look like it could stop something.
+            self.compactions = result.compactions
+            self.state = f"{result.status}: {result.detail}" if result.detail else result.status
+            # Disabled and grey: a red button would still look like it could stop something.
             self.stop_button.disabled, self.stop_button.button_style = True, ""
             self.stop_button.tooltip = "The run has ended"
-            self.drop_unfinished_writing()
             self.flush(now=True)
             return
         self.schedule()
 
-    def add(self, entry: Entry) -> Entry:
+    def add(self, entry: Entry) -> None:
+        """A new entry of the timeline: shown live (folding the oldest when the window is full)."""
         self.live.append(entry)
         if len(self.live) > LIVE_ENTRIES:
             self.fold_old()
-        return entry
 
-    def entry_for(self, call: ToolCall) -> Entry:
-        """The live entry of ``call``: its own, the one shown while the model wrote it, or a new one."""
-        entry = self.by_call.get(call.call_id)
-        if entry is None:
-            # The progress key is the call_id or the stream's index for it (and the loop may rename a reused id):
-            # take the key if it matches, else the oldest call of that name still being written.
-            key = call.call_id if call.call_id in self.writing else next(
-                (k for k, e in self.writing.items() if e.name == call.name), None)
-            entry = self.writing.pop(key) if key is not None else self.add(Entry("call"))
-            entry.call = call
-            self.by_call[call.call_id] = entry
-        return entry
+    def remove(self, entry: Entry) -> None:
+        """An entry merged into the one before it (identical not-run calls): its widgets go."""
+        if entry in self.live:
+            self.live.remove(entry)
+        shown = self.shown.pop(entry, None)
+        if shown is not None:
+            self.closing.extend(shown.parts)
 
-    def merge_not_run(self, entry: Entry) -> None:
-        """A not-run call identical to the live entry before it (a response of 19 ``list_dir(".")``) is counted
-        in that entry's section instead of getting one of its own."""
-        index = self.live.index(entry) if entry in self.live else 0
-        before = self.live[index - 1] if index else None
-        if before is None or before.result is None or entry.result is None or entry.call is None \
-                or not same_call(before.result, entry.result):
-            return
-        before.count, before.dirty = before.count + entry.count, True
-        del self.live[index]
-        self.by_call.pop(entry.call.call_id, None)
-        self.closing.extend(entry.parts)
-
-    def drop_unfinished_writing(self) -> None:
-        """Calls still being written when a new round starts (or the run ends) were never sent in full."""
-        for entry in self.writing.values():
-            entry.dropped = entry.dirty = True
-        self.writing.clear()
+    def add_action(self, widget: widgets.Widget) -> None:
+        """Show ``widget`` (a button acting on the run, such as Undo) in the panel's header; it is closed with the
+        panel."""
+        self.header.children = (*self.header.children, widget)
 
     # -- bringing the widgets up to date -------------------------------------------------------------------------
 
@@ -241,6 +180,10 @@ class Panel:
         else:
             self.later(wait)
 
+    def dirty(self, entry: Entry) -> bool:
+        shown = self.shown.get(entry)
+        return shown is None or shown.version != entry.version
+
     def flush(self, *, now: bool = False) -> None:
         """Bring changed entries' widgets up to date, show the fold block, refresh the status line.
 
@@ -251,25 +194,27 @@ class Panel:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
+        if self.closed:
+            return
         self.last_flush = time.monotonic()
-        reshape = self.fold_changed or any(e.dirty and self.needs_view(e) for e in self.live)
+        reshape = self.fold_changed or any(self.dirty(e) and self.needs_view(e) for e in self.live)
         if reshape and not now and self.last_flush < self.last_reshape + 5 * self.throttle:
             for entry in self.live:
-                if entry.dirty and not self.needs_view(entry):
+                if self.dirty(entry) and not self.needs_view(entry):
                     self.show(entry)
             self.refresh()
             self.later(self.last_reshape + 5 * self.throttle - self.last_flush)
             return
         self.last_reshape = self.last_flush
         for entry in self.live:
-            if entry.dirty:
+            if self.dirty(entry):
                 self.show(entry)
         if self.fold_changed:
             if self.fold is None:
                 self.fold = widgets.HTML(layout=self.layout, style=self.html_style)
             self.fold.value = self.folded_html()
             self.fold_changed = False
-        children = ((self.fold,) if self.fold is not None else ()) + tuple(e.view for e in self.live)
+        children = ((self.fold,) if self.fold is not None else ()) + tuple(self.shown[e].view for e in self.live)
         if children != self.body.children:
             self.body.children = children
         for part in self.closing:  # after the body stopped showing them
@@ -277,15 +222,15 @@ class Panel:
         self.closing.clear()
         self.refresh()
 
-    @staticmethod
-    def needs_view(entry: Entry) -> bool:
+    def needs_view(self, entry: Entry) -> bool:
         """Showing the entry takes a new widget: it has none, or its message is done (Markdown replaces text)."""
-        return entry.view is None or (entry.kind == "message" and entry.done
-                                      and not isinstance(entry.view, widgets.Output))
+        shown = self.shown.get(entry)
+        return shown is None or shown.view is None or (
+            entry.kind == "message" and entry.done and not isinstance(shown.view, widgets.Output))
 
     def later(self, wait: float) -> None:
         """Flush after ``wait`` seconds (one timer at a time)."""
-        if self.timer is None:
+        if self.timer is None and not self.closed:
             try:
                 self.timer = asyncio.get_running_loop().call_later(wait, self.flush)
             except RuntimeError:  # no event loop (a caller feeding events by hand): show it now
@@ -303,9 +248,9 @@ class Panel:
             if excess > 0 and not entry.busy:
                 self.folded_kinds[entry.kind] += 1
                 self.folded_titles.append(entry.title())
-                self.closing.extend(entry.parts)
-                if entry.call is not None:
-                    self.by_call.pop(entry.call.call_id, None)
+                shown = self.shown.pop(entry, None)
+                if shown is not None:
+                    self.closing.extend(shown.parts)
                 excess -= 1
             else:
                 kept.append(entry)
@@ -319,74 +264,83 @@ class Panel:
         older = folded - len(self.folded_titles)
         lines = "\n".join(f"{older + i + 1}. {html.escape(title)}" for i, title in enumerate(self.folded_titles))
         more = (f"<div><i>… and {older} before these; the whole run is in <code>_agent.history</code> and in "
-                "the rendering left when the run ends</i></div>") if older else ""
+                "the record left when the run ends</i></div>") if older else ""
         return (f"<details><summary><code>{folded} earlier entries folded ({counts})</code></summary>{more}"
                 f"<pre style='margin: 0'>{lines}</pre></details>")
 
     def show(self, entry: Entry) -> None:
-        entry.dirty = False
+        shown = self.shown.setdefault(entry, Shown())
+        shown.version = entry.version
         if entry.kind == "message":
-            self.show_message(entry)
+            self.show_message(entry, shown)
         elif entry.kind == "call":
-            self.show_call(entry)
-        elif entry.kind == "compaction" and entry.view is None:
-            entry.view = widgets.HTML(f"<i>⟲ {html.escape(entry.name)}</i>", layout=self.layout,
+            self.show_call(entry, shown)
+        elif entry.kind == "compaction" and shown.view is None:
+            shown.view = widgets.HTML(f"<i>⟲ {html.escape(entry.name)}</i>", layout=self.layout,
                                       style=self.html_style)
-            entry.parts = [entry.view]
+            shown.parts = [shown.view]
 
-    def show_message(self, entry: Entry) -> None:
-        text = "".join(entry.text)
+    def show_message(self, entry: Entry, shown: Shown) -> None:
+        text = entry.message
         if entry.done:  # the finished message, rendered as Markdown in place of the streamed text
-            self.closing.extend(entry.parts)
+            self.closing.extend(shown.parts)
             out = widgets.Output(layout=self.layout)
             out.append_display_data(Markdown(text))
-            entry.view, entry.parts = out, [out]
+            shown.view, shown.parts = out, [out]
         else:
-            if entry.view is None:
-                entry.view = widgets.HTML(layout=self.layout, style=self.html_style)
-                entry.parts = [entry.view]
-            entry.view.value = f'<div style="white-space: pre-wrap">{html.escape(text)}</div>'
+            if shown.view is None:
+                shown.view = widgets.HTML(layout=self.layout, style=self.html_style)
+                shown.parts = [shown.view]
+            shown.view.value = f'<div style="white-space: pre-wrap">{html.escape(text)}</div>'
 
-    def show_call(self, entry: Entry) -> None:
-        if entry.view is None:
+    def show_call(self, entry: Entry, shown: Shown) -> None:
+        if shown.view is None:
             detail = widgets.HTML(layout=self.layout, style=self.html_style)
-            entry.view = widgets.Accordion(children=[detail], selected_index=None, layout=self.layout)
-            entry.parts = [detail, entry.view]
-        assert isinstance(entry.view, widgets.Accordion)
-        entry.view.set_title(0, entry.title())
+            shown.view = widgets.Accordion(children=[detail], selected_index=None, layout=self.layout)
+            shown.parts = [detail, shown.view]
+        assert isinstance(shown.view, widgets.Accordion)
         result = entry.result
-        if result is not None and result.displays and len(entry.parts) == 2:  # shown below the section's text
-            shown = widgets.Output(layout=self.layout)
-            shown.outputs = tuple({"output_type": "display_data", "data": d.data, "metadata": d.metadata}
-                                  for d in result.displays)
-            box = widgets.VBox([entry.parts[0], shown], layout=self.layout)
-            entry.view.children = (box,)
-            entry.parts += [shown, box]
+        shown.view.set_title(0, entry.title() + (f" · {result.duration:.2f} s" if result else ""))
+        if result is not None and result.displays and len(shown.parts) == 2:  # shown below the section's text
+            out = widgets.Output(layout=self.layout)
+            out.outputs = tuple({"output_type": "display_data", "data": d.data, "metadata": d.metadata}
+                                for d in result.displays)
+            box = widgets.VBox([shown.parts[0], out], layout=self.layout)
+            shown.view.children = (box,)
+            shown.parts += [out, box]
         call = entry.call
         if call is None:
             what = DROPPED if entry.dropped else f"the model is writing the arguments: {entry.chars} characters so far"
-            entry.parts[0].value = f"<i>{html.escape(what)}</i>"
+            shown.parts[0].value = f"<i>{html.escape(what)}</i>"
             return
         status = result.status if result else "running"
         output = html.escape(cut(result.output, HTML_OUTPUT_CHARS)) if result else "(running)"
         colour = STATUS_COLOURS.get(status, "#555")
-        entry.parts[0].value = (
+        shown.parts[0].value = (
             f'<b style="color: {colour}">{status}</b>'
             f"<div><i>arguments</i></div>{arguments_html(call.arguments, call.name)}"
             f"<div><i>output</i></div><pre style='margin: 0'>{output}</pre>"
         )
 
+    def status_text(self) -> str:
+        """The status line: what the run is doing (``waiting for approval (12 s)`` while one waits), then the
+        counts as the record's headline gives them."""
+        now = time.monotonic()
+        since = self.timeline.waiting_since()
+        state = f"{WAITING} ({now - since:.0f} s)" if since is not None and self.state == "running" else self.state
+        line = status_line(state, self.round, self.calls, self.timeline.denied, self.usage, self.compactions,
+                           now - self.started, briefing_line(self.briefing.get("instructions", []),
+                                                             self.briefing.get("skills", []), self.loaded_skills))
+        return line + " · waiting for the model's first token" * self.waiting
+
     def refresh(self) -> None:
         elapsed = time.monotonic() - self.started
-        denied = f" · {self.denied} call{'s' * (self.denied != 1)} denied" if self.denied else ""
-        waiting = " · waiting for the model's first token" if self.waiting else ""
-        status = (f"<code>{self.state} · round {self.round} · {self.calls} tool call{'s' * (self.calls != 1)}"
-                  f"{denied} · {self.usage.line} · {elapsed:.1f} s{waiting}</code>")
+        status = f"<code>{html.escape(self.status_text(), quote=False)}</code>"
         if self.note:
             status += f"<br><small>{html.escape(self.note)}</small>"
         if status != self.status.value:
             self.status.value = status
-        for key, value in (("rounds", self.round), ("tokens", self.tokens), ("seconds", elapsed),
+        for key, value in (("rounds", self.round), ("tokens", self.usage.total_tokens), ("seconds", elapsed),
                            ("calls", self.calls), ("cost", self.usage.cost or 0.0)):
             if key in self.bars:
                 self.bars[key].value = min(float(value), self.bars[key].max)
@@ -413,12 +367,29 @@ class Panel:
             await asyncio.sleep(every)
             self.flush()
 
+    def close(self) -> None:
+        """Close every widget the panel made (the run has ended and its record replaced the panel): the kernel
+        keeps no widget model of a finished run."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.closed = True
+        shared = [self.layout, self.html_style, self.button_style, self.text_style, self.button_layout, self.fold]
+        parts = [part for shown in self.shown.values() for part in shown.parts]
+        for widget in (self.widget, *parts, *self.closing, *shared):
+            if widget is not None:
+                close_tree(widget)
+        self.shown.clear()
+        self.closing.clear()
+        self.live.clear()
+
     # -- approval --------------------------------------------------------------------------------------------
 
     async def approve(self, call: ToolCall, tool: Tool, timeout: float | None,
                       change: tuple[str, str] | None = None) -> Decision:
         """Show the call's arguments with Approve, Approve <tool> for this run, and Deny (with the note typed
         beside it, sent to the model) and wait for a click; denied after ``timeout`` or when the run is stopped.
+        While it waits the status line says ``waiting for approval`` and for how long.
 
         ``change`` (old, new): the text the call would replace (edit_cell's), shown as a diff in place of the
         arguments."""
@@ -446,15 +417,15 @@ class Panel:
             # Click handlers may run on another thread (kernel subshells): hand the decision to our loop.
             button.on_click(lambda b, choice=choice: loop.call_soon_threadsafe(decide, b, choice()))
         (approve, _), (for_run, _), (deny, _) = choices
-        question = widgets.HTML(f"<code>{html.escape(call.name)}</code> has side effects. Run it?",
+        question = widgets.HTML(f"{WAITING}: <code>{html.escape(call.name)}</code> has side effects. Run it?",
                                 layout=self.layout, style=self.html_style)
         shown = change_html(*change) if change is not None else arguments_html(call.arguments, call.name)
         arguments = widgets.HTML(shown, layout=self.layout, style=self.html_style)
         rows = [widgets.HBox([question, approve, for_run], layout=self.layout),
                 widgets.HBox([deny, note], layout=self.layout)]
         box = widgets.VBox([arguments, *rows], layout=self.layout)
-        entry = self.add(Entry("approval", name=call.name, pinned=True, dirty=False, view=box,
-                               parts=[arguments, question, approve, for_run, deny, note, *rows, box]))
+        entry = self.timeline.ask(call, time.monotonic())
+        self.shown[entry] = Shown(box, [arguments, question, approve, for_run, deny, note, *rows, box], entry.version)
         self.flush(now=True)  # a person has to see it now
         chosen, decided = None, "denied: the run was stopped"
         try:
@@ -469,11 +440,25 @@ class Panel:
                 if button is not chosen:
                     button.button_style = ""
             note.disabled = True
-            entry.pinned = False
-            question.value += f" <b>{html.escape(decided)}</b>"
-            entry.name = f"{call.name} {decided}"
+            self.timeline.decide(entry, decided)
+            if entry in self.shown:
+                self.shown[entry].version = entry.version
+            question.value = (f"<code>{html.escape(call.name)}</code> has side effects. Run it? "
+                              f"<b>{html.escape(decided)}</b>")
             self.flush(now=True)
         return decision
+
+
+def close_tree(widget: widgets.Widget) -> None:
+    """Close ``widget`` and every widget it holds (children, layout, style), depth first."""
+    if getattr(widget, "comm", None) is None:  # closed already (and so were the widgets it held when it was)
+        return
+    for name in widget.keys:
+        value = getattr(widget, name, None)
+        for held in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(held, widgets.Widget):
+                close_tree(held)
+    widget.close()
 
 
 def described(decision: Decision) -> str:

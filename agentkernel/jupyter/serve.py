@@ -155,7 +155,7 @@ class ServePanel(Panel):
         parts += [f"{session.waiting} waiting"] * bool(session.waiting)
         if self.cells is not None and self.cells.queued:
             parts.append("a call waits for the running cell to end")
-        parts += [f"{self.denied} denied"] * bool(self.denied)
+        parts += [f"{self.timeline.denied} denied"] * bool(self.timeline.denied)
         parts += [f"{self.server.rejected} refused without the token"] * bool(self.server.rejected)
         if self.server.clients:
             parts.append("connected: " + ", ".join(html.escape(name) for name in self.server.clients))

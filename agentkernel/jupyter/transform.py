@@ -60,10 +60,10 @@ rewrite_agent_cell.has_side_effects = True  # type: ignore[attr-defined]
 
 
 def complete_on_empty_line(check: Callable[[str], tuple[str, Any]]) -> Callable[[str], tuple[str, Any]]:
-    """Terminal IPython's "is this cell done?" (``shell.check_complete``, asked at each Enter) with a typed
-    ``%%agent`` cell done at the first empty line after its prompt, as the cell is meant to be read: IPython's own
-    check sees the cell magic wait for a line that is blank once the Enter that makes it is counted, so Enter would
-    be needed twice. Any other cell is left to ``check``."""
+    """Terminal IPython's "is this cell done?" (``shell.check_complete``, asked at each Enter), with a typed
+    ``%%agent`` cell done at Enter on the empty line under its prompt. IPython's own check finds a cell magic done
+    only when its text ends in a blank line, which the Enter on the first empty line does not yet make, so a second
+    Enter was needed. Any other cell is left to ``check``."""
 
     def check_complete(code: str) -> tuple[str, Any]:
         head, newline, body = code.lstrip("\n").partition("\n")

@@ -148,7 +148,8 @@ class MCPServer:
         await self._shutdown()
         # Raised outside the handler: an error whose context is the SDK's exception group is shown by IPython as a
         # full traceback, whatever its own rendering.
-        raise AgentConfigError(f"MCP server {self.name!r} ({self.entry.describe()}) {problem}{self.stderr_tail()}")
+        raise AgentConfigError(self.redact(f"MCP server {self.name!r} ({self.entry.describe()}) {problem}")
+                               + self.stderr_tail())
 
     async def _own(self, ready: asyncio.Future[tuple[Any, list[Any]]], stopping: asyncio.Event) -> None:
         """The owner task: enter the client, list the tools, wait to be stopped, exit the client — all here."""
@@ -299,10 +300,15 @@ class MCPServer:
             return ""
         if not tail:
             return f" (no stderr; log {self.log_path})"
-        secrets = current()  # the kernel's, and the keys of this entry (the kernel may not know them yet)
+        return f"\nits stderr ({self.log_path}) ends with:\n" + self.redact("\n".join(tail))
+
+    def redact(self, text: str) -> str:
+        """``text`` with the kernel's secrets and the keys of this entry redacted (the kernel may not know them yet:
+        ``%agent_mcp restart`` starts a server before any run)."""
+        secrets = current()
         for name, value in self.entry.secrets(self.name).items():
             secrets = secrets.with_values([value], name)
-        return f"\nits stderr ({self.log_path}) ends with:\n" + secrets.redact("\n".join(tail))
+        return secrets.redact(text)
 
     # -- tools -----------------------------------------------------------------------------------------------
 

@@ -16,7 +16,10 @@ import io
 import struct
 from typing import Any
 
-MODEL_IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml")
+"""The image types of a display (a figure, an MCP tool's image): what the record shows as an image, in the order a
+bundle's placeholder names them. The one list of them."""
+MODEL_IMAGE_TYPES = tuple(t for t in IMAGE_TYPES if t != "image/svg+xml")
 """What the OpenAI APIs take as an image (not SVG)."""
 MAX_IMAGE_BYTES = 250_000
 """An image sent to the model is at most this many bytes (before base64); a larger one is downscaled."""

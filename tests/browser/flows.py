@@ -71,14 +71,15 @@ def start_slow_run(nb: NotebookPage) -> None:
     nb.run_and_wait(0)
     nb.run(1)
     expect(nb.stop_button(1)).to_be_enabled()
-    expect(nb.status(1)).to_contain_text("running · round 1")
+    expect(nb.status(1)).to_contain_text("running · 1 round")
     expect(nb.output(1)).to_contain_text("word word word")
 
 
 def expect_run_over(nb: NotebookPage, index: int) -> None:
-    """The ended run's Stop button is disabled and no longer red."""
-    expect(nb.stop_button(index)).to_be_disabled()
-    expect(nb.stop_button(index)).not_to_have_class(re.compile(r"\bmod-danger\b"))
+    """The ended run left its record in place of the panel: no widget, no Stop button, no approval buttons."""
+    expect(nb.record(index)).to_have_count(1)
+    expect(nb.widget_views(index)).to_have_count(0)
+    expect(nb.output(index).get_by_role("button")).to_have_count(0)
 
 
 def stop(nb: NotebookPage, prefix: str) -> Latency:
@@ -100,23 +101,24 @@ def stop(nb: NotebookPage, prefix: str) -> Latency:
 
 
 def expand_section(nb: NotebookPage, prefix: str) -> None:
-    """calls.ipynb: a tool call's section is collapsed, and expands to its arguments and output."""
+    """calls.ipynb: the finished run's record has a tool call's section, collapsed, that expands to its arguments
+    and output."""
     nb.run_and_wait(0)
     nb.run_and_wait(1)
     expect(nb.status(1)).to_contain_text("complete")
     expect(nb.output(1)).to_contain_text("The notes say hello.")
-    section = nb.output(1).locator(".jupyter-widget-Collapse")
-    header = section.locator(".jupyter-widget-Collapse-header")
-    contents = section.locator(".jupyter-widget-Collapse-contents")
+    expect_run_over(nb, 1)
+    section = nb.sections(1)
+    header = section.locator("summary")
+    contents = section.locator("pre")
     expect(section).to_have_count(1)
-    expect(header).to_have_text(re.compile(r'read_file\(path="notes\.txt"\) · ok · \d+\.\d\d s'))
-    expect(contents).to_be_hidden()  # collapsed by default
+    expect(header).to_have_text('read_file(path="notes.txt") · ok')
+    expect(contents.first).to_be_hidden()  # collapsed by default
     nb.shot(f"{prefix}-1-collapsed", 1)
     header.click()
-    expect(contents).to_be_visible()
-    expect(contents).to_contain_text('"path": "notes.txt"')
-    expect(contents).to_contain_text(NOTES.strip())
-    expect(contents).to_contain_text("ok")
+    expect(contents.first).to_be_visible()
+    expect(section).to_contain_text('"path": "notes.txt"')
+    expect(section).to_contain_text(NOTES.strip())
     nb.shot(f"{prefix}-2-expanded", 1)
 
 
@@ -128,16 +130,17 @@ def approve_for_run(nb: NotebookPage, prefix: str) -> None:
     expect(for_run).to_be_enabled()
     expect(nb.output(1)).to_contain_text("code · 2 lines")  # the code to approve, highlighted, with its length
     expect(nb.output(1)).to_contain_text("ran.append(0)")
+    # While the question waits, the status line says so, and for how long.
+    expect(nb.status(1)).to_contain_text(re.compile(r"^waiting for approval \(\d+ s\) · 1 round"))
+    expect(nb.output(1)).to_contain_text("waiting for approval: run_python has side effects. Run it?")
     nb.shot(f"{prefix}-1-asking", 1)
     for_run.click()
     nb.wait_done(1)
     expect(nb.status(1)).to_contain_text("complete")
-    expect(nb.output(1)).to_contain_text("Run it? approved for the rest of this run")
-    expect(nb.output(1).locator(".jupyter-widget-Collapse-header")).to_have_text(
+    expect(nb.record(1)).to_contain_text("approval: run_python · approved for the rest of this run")
+    expect(nb.sections(1).locator("summary")).to_have_text(
         [re.compile(r"run_python\(code=.*\) · ok")] * 3)  # three calls ran
-    expect(nb.button(1, "Approve")).to_have_count(1)  # after one question
-    expect(nb.button(1, "Approve")).to_be_disabled()
-    expect(for_run).to_be_disabled()
+    expect(nb.record(1).get_by_text("approval: run_python")).to_have_count(1)  # after one question
     expect_run_over(nb, 1)
     nb.shot(f"{prefix}-2-approved-for-the-run", 1)
     nb.run_and_wait(2)
@@ -148,7 +151,7 @@ def approve_for_run(nb: NotebookPage, prefix: str) -> None:
     nb.shot(f"{prefix}-3-next-cell-asks-again", 3)
     nb.button(3, "Deny").click()
     nb.wait_done(3)
-    expect(nb.output(3)).to_contain_text("Run it? denied")
+    expect(nb.record(3)).to_contain_text("approval: run_python · denied")
     expect(nb.status(3)).to_contain_text("complete")
 
 
@@ -163,10 +166,9 @@ def deny_with_note(nb: NotebookPage, prefix: str) -> None:
     nb.button(1, "Deny").click()
     nb.wait_done(1)
     expect(nb.status(1)).to_contain_text("complete")
-    expect(nb.output(1)).to_contain_text("Run it? denied with a note")
-    expect(nb.output(1)).to_contain_text(f"The user said: denied by the user: {NOTE}")  # the model's answer
-    expect(box).to_be_disabled()
-    expect(nb.button(1, "Approve")).to_be_disabled()
+    expect(nb.record(1)).to_contain_text("approval: write_note · denied with a note")
+    expect(nb.record(1)).to_contain_text(f"The user said: denied by the user: {NOTE}")  # the model's answer
+    expect_run_over(nb, 1)
     nb.shot(f"{prefix}-2-denied", 1)
     nb.run_and_wait(2)
     expect(nb.output(2)).to_have_text(f"['denied by the user: {NOTE}'] []")  # in _agent.history; nothing saved

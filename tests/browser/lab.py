@@ -122,9 +122,10 @@ class LabServer:
                 pass
 
 
-def start_lab(root: Path, work: Path, *, front_end: str = "lab", timeout: float = 90.0) -> LabServer:
+def start_lab(root: Path, work: Path, *, front_end: str = "lab", timeout: float = 90.0,
+              options: tuple[str, ...] = ()) -> LabServer:
     """Start JupyterLab (``front_end="notebook"``: Notebook 7) on 127.0.0.1 (free port, fresh token) serving
-    ``root``; wait until its API answers.
+    ``root``; wait until its API answers. ``options``: more command-line options for the server.
 
     ``work`` holds the server's log, settings, workspaces and runtime files and the kernels' transcripts, so
     nothing is read from or written to the user's own Jupyter directories.
@@ -158,7 +159,7 @@ def start_lab(root: Path, work: Path, *, front_end: str = "lab", timeout: float 
         sys.executable, "-m", FRONT_ENDS[front_end], "--no-browser", "--allow-root",
         "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-        *APP_OPTIONS[front_end], "--ServerApp.terminals_enabled=False",
+        *APP_OPTIONS[front_end], "--ServerApp.terminals_enabled=False", *options,
     ]
     with log.open("wb") as out:
         process = subprocess.Popen(command, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=out,
@@ -267,10 +268,23 @@ class NotebookPage:
         return self.output(index).locator('[data-mime-type="application/vnd.jupyter.stderr"]')
 
     def status(self, index: int) -> Any:
-        """The panel's status line: the HTML beside the Stop button."""
+        """The run's status line: while it runs the HTML beside the panel's Stop button, once it ended the record's
+        headline (``agent: complete · 2 rounds · ...``)."""
         stop = self.page.get_by_role("button", name=re.compile(r"^\W*Stop$"))
-        row = self.output(index).locator(".widget-hbox").filter(has=stop)
-        return row.locator(".widget-html-content")
+        live = self.output(index).locator(".widget-hbox").filter(has=stop).locator(".widget-html-content")
+        return live.or_(self.record(index).locator("p").first.locator("strong")).first
+
+    def record(self, index: int) -> Any:
+        """The record a finished run leaves in its cell (rendered Markdown, no widget)."""
+        return self.output(index).locator(".jp-RenderedMarkdown").filter(has_text=re.compile(r"^\s*agent: "))
+
+    def sections(self, index: int) -> Any:
+        """The record's collapsible sections, one per call."""
+        return self.record(index).locator("details")
+
+    def widget_views(self, index: int) -> Any:
+        """Widget views rendered in the cell's output (the live panel; none once the run has its record)."""
+        return self.output(index).locator(".jupyter-widgets")
 
     def stop_button(self, index: int) -> Any:
         return self.button(index, "Stop")

@@ -69,7 +69,8 @@ plotter = ScriptedModel([Call("run_python", {"code": PLOT}), "Plotted."])''',
         "print('plotted' in globals(), _agent.executed_code == [PLOT])",
     ],
     "cost.ipynb": [
-        SETUP + "reader = ScriptedModel([Call('read_file', {'path': 'notes.txt'}), 'The notes say hello.'])",
+        SETUP + "reader = ScriptedModel([Turn(calls=[Call('read_file', {'path': 'notes.txt'})], delay=3),"
+                " 'The notes say hello.'])",
         "%%agent -m reader --tools read_file --price 300,1200 --max-cost 1\nWhat do the notes say?",
     ],
     "mcp.ipynb": [
@@ -130,9 +131,9 @@ def test_repeated_call_guard_ends_the_cell_with_an_error(open_notebook: OpenNote
     expect(nb.errors(1)).to_contain_text(re.compile(r"RepeatedToolCall: REPEATED_TOOL_CALL: read_file"))
     expect(nb.errors(1)).to_contain_text("the partial result is in _agent")
     expect(nb.errors(1)).not_to_contain_text("Traceback")  # no internal stack frames
-    # The static rendering left for GitHub / nbviewer is hidden where the live panel shows: the run appears once.
-    expect(nb.output(1).locator(".agentkernel-run")).to_have_count(0)
-    expect(nb.output(1).get_by_text("agent: repeated_tool_call ·")).to_have_count(0)
+    # The record replaced the panel: the run appears once, and no widget is left.
+    expect(nb.output(1).get_by_text("agent: repeated_tool_call ·")).to_have_count(1)
+    flows.expect_run_over(nb, 1)
     nb.run_and_wait(2)
     expect(nb.output(2)).to_have_text(re.compile(r"after guard: repeated_tool_call"))
 
@@ -140,12 +141,15 @@ def test_repeated_call_guard_ends_the_cell_with_an_error(open_notebook: OpenNote
 def test_the_panel_shows_the_cost_beside_the_tokens_and_its_budget_bar(open_notebook: OpenNotebook) -> None:
     nb = open_notebook("cost.ipynb")
     nb.run_and_wait(0)
-    nb.run_and_wait(1)
-    expect(nb.output(1)).to_contain_text("The notes say hello.")
-    nb.shot("cost-1-panel", 1)
-    expect(nb.status(1)).to_contain_text(re.compile(r"complete · round 2 · 1 tool call · [\d,]+ in · [\d,]+ out · "
-                                                    r"\$0\.\d{4}"))
+    nb.run(1)
     expect(nb.output(1).get_by_text("cost (USD)")).to_be_visible()  # the budget's bar, beside the others
+    expect(nb.status(1)).to_contain_text(re.compile(r"running · 1 round · 0 tool calls · [\d,]+ in · [\d,]+ out · "
+                                                    r"\$0\.\d{4}"))
+    nb.shot("cost-1-panel", 1)
+    nb.wait_done(1)
+    expect(nb.output(1)).to_contain_text("The notes say hello.")
+    expect(nb.status(1)).to_contain_text(re.compile(r"complete · 2 rounds · 1 tool call · [\d,]+ in · [\d,]+ out · "
+                                                    r"\$0\.\d{4}"))
 
 
 def test_notebook_interrupt_aborts_cleanly(open_notebook: OpenNotebook) -> None:
@@ -178,19 +182,17 @@ def test_approve_and_deny_a_side_effecting_tool(open_notebook: OpenNotebook, lab
     nb.shot("approval-1-asking", 1)
     nb.button(1, "Approve").click()
     nb.wait_done(1)
-    expect(nb.output(1)).to_contain_text("Run it? approved")
-    expect(nb.output(1).locator(".jupyter-widget-Collapse-header")).to_contain_text(
-        re.compile(r'write_note\(text="hello"\) · ok'))
-    expect(nb.button(1, "Approve")).to_be_disabled()
+    expect(nb.record(1)).to_contain_text("approval: write_note · approved")
+    expect(nb.sections(1).locator("summary")).to_have_text('write_note(text="hello") · ok')
+    flows.expect_run_over(nb, 1)
     nb.shot("approval-2-approved", 1)
 
     nb.run(2)
     expect(nb.button(2, "Deny")).to_be_enabled()
     nb.button(2, "Deny").click()
     nb.wait_done(2)
-    expect(nb.output(2)).to_contain_text("Run it? denied")
-    expect(nb.output(2).locator(".jupyter-widget-Collapse-header")).to_contain_text(
-        re.compile(r'write_note\(text="hello"\) · denied'))
+    expect(nb.record(2)).to_contain_text("approval: write_note · denied")
+    expect(nb.sections(2).locator("summary")).to_have_text('write_note(text="hello") · denied')
     expect(nb.status(2)).to_contain_text("complete")
     nb.shot("approval-3-denied", 2)
 
@@ -227,22 +229,19 @@ def test_approve_run_python_and_see_its_figure_in_the_section(open_notebook: Ope
     nb.wait_done(1)
     expect(nb.status(1)).to_contain_text("complete")
 
-    section = nb.output(1).locator(".jupyter-widget-Collapse")
-    header = section.locator(".jupyter-widget-Collapse-header")
-    contents = section.locator(".jupyter-widget-Collapse-contents")
+    section = nb.sections(1)
+    header = section.locator("summary")
     expect(header).to_contain_text(re.compile(r"run_python\(code=.*\) · ok"))
     header.click()
-    expect(contents).to_be_visible()
-    expect(contents).to_contain_text("[image/png ")  # what the model read
-    image = contents.locator("img")
+    expect(section).to_contain_text("[image/png ")  # what the model read
+    image = section.locator("img")
     expect(image).to_have_count(1)
     expect(image).to_be_visible()
     box = image.bounding_box()
     assert box and box["width"] > 200 and box["height"] > 150, box
     image.scroll_into_view_if_needed()
     nb.shot("kernel-plot-2-figure-in-section")
-    # The copy of the figure left for saved notebooks is hidden where the panel shows: one image in the output.
-    expect(nb.output(1).locator("img")).to_have_count(1)
+    expect(nb.output(1).locator("img")).to_have_count(1)  # the figure once, in its call's section
     nb.run_and_wait(2)
     expect(nb.output(2)).to_have_text(re.compile(r"True True"))
 
@@ -259,14 +258,13 @@ def test_approve_an_mcp_call_and_see_its_image_in_the_section(open_notebook: Ope
     nb.button(1, "Approve").click()
     nb.wait_done(1)
     expect(nb.status(1)).to_contain_text("complete")
-    section = nb.output(1).locator(".jupyter-widget-Collapse")
-    header = section.locator(".jupyter-widget-Collapse-header")
-    contents = section.locator(".jupyter-widget-Collapse-contents")
+    section = nb.sections(1)
+    header = section.locator("summary")
     expect(header).to_contain_text(re.compile(r"everything__get-tiny-image\(\) · ok"))
     header.click()
     # What the model read beside the image itself (a scripted model takes images).
-    expect(contents).to_contain_text("[image/png 20x20 from server everything, sent to the model as an image]")
-    image = contents.locator("img")
+    expect(section).to_contain_text("[image/png 20x20 from server everything, sent to the model as an image]")
+    image = section.locator("img")
     expect(image).to_have_count(1)
     expect(image).to_be_visible()
     nb.shot("mcp-2-image-in-section", 1)

@@ -45,9 +45,9 @@ CELLS = [
     "print('after stop:', _agent.status, _agent.tool_calls)",
 ]
 
-# Clicks the section's header in the page and waits, frame by frame, until its contents are shown.
+# Clicks the section's summary in the page and waits, frame by frame, until its contents are shown.
 EXPAND = """async (header) => {
-    const contents = header.closest('.jupyter-widget-Collapse').querySelector('.jupyter-widget-Collapse-contents');
+    const contents = header.closest('details').querySelector('pre');
     const frame = () => new Promise(resolve => requestAnimationFrame(resolve));
     const start = performance.now();
     header.click();
@@ -72,30 +72,32 @@ def test_a_thousand_calls_stay_quick_to_expand_and_to_stop(open_notebook: OpenNo
     nb = open_notebook("long.ipynb")
     nb.run_and_wait(0)
 
-    # A finished 1000-call run: the newest sections are live, the rest folded into a block that expands.
+    # A finished 1000-call run: its record keeps the first 50 and last 150 entries and counts the rest.
     nb.run_and_wait(1, timeout=120)
-    expect(nb.status(1)).to_contain_text("complete · round 1001 · 1000 tool calls")
+    expect(nb.status(1)).to_contain_text("complete · 1001 rounds · 1000 tool calls")
     expect(nb.output(1)).to_contain_text("All 1000 done.")
-    sections = nb.output(1).locator(".jupyter-widget-Collapse")
-    assert sections.count() <= 10, sections.count()
-    newest = sections.last.locator(".jupyter-widget-Collapse-header")
-    expect(newest).to_contain_text('noop(i=999) · ok')
+    expect(nb.widget_views(1)).to_have_count(0)
+    sections = nb.sections(1)
+    expect(sections).to_have_count(199)  # the last kept entry is the answer
+    expect(nb.record(1)).to_contain_text("… 801 more entries (tool calls and messages) are left out here")
+    newest = sections.last.locator("summary")
+    expect(newest).to_have_text('noop(i=999) · ok')
     seconds = nb.page.evaluate(EXPAND, newest.element_handle())
     MEASUREMENTS.append(f"1000-call run: expanding the newest call's section took {seconds * 1000:.0f} ms")
-    expect(sections.last.locator(".jupyter-widget-Collapse-contents")).to_contain_text('"i": 999')
+    expect(sections.last).to_contain_text('"i": 999')
     assert seconds < EXPAND_BOUND, f"expanding the newest section took {seconds:.3f} s"
-
-    fold = nb.output(1).locator("details").filter(has_text="earlier entries folded").first
-    expect(fold).to_contain_text(re.compile(r"99\d earlier entries folded \(99\d calls\)"))
-    fold.locator("summary").click()
-    expect(fold).to_contain_text(re.compile(r"noop\(i=99\d\) · ok"))
     nb.shot("long-1-finished", 1)
 
     # Stopped after more than 1000 calls: the cell ends at once, and the next cell sees the result.
     nb.run(2)
     started = time.monotonic()
-    expect(nb.status(2)).to_contain_text(re.compile(r"running · round 1[0-9]{3} "), timeout=120_000)
+    expect(nb.status(2)).to_contain_text(re.compile(r"running · 1[0-9]{3} rounds "), timeout=120_000)
     seen = time.monotonic()
+    # While it runs, the newest calls are live sections and the rest are folded into a block that expands.
+    live = nb.output(2).locator(".jupyter-widget-Collapse")
+    assert live.count() <= 10, live.count()
+    fold = nb.output(2).locator("details").filter(has_text="earlier entries folded").first
+    expect(fold).to_contain_text(re.compile(r"\d+ earlier entries folded \(\d+ calls\)"))
     # Queue the next cell from the keyboard: its prompt moves while the run's panel above it changes height.
     nb.page.keyboard.press("j")
     nb.page.keyboard.press("Control+Enter")

@@ -33,9 +33,10 @@ from agentkernel import (
     validate_history,
 )
 from agentkernel.events import Event, MessageDone, TextDelta, ToolCallFinished, ToolCallStarted
-from agentkernel.jupyter.render import RunRecord, render_markdown, render_text
+from agentkernel.jupyter.render import render_markdown, render_text
 from agentkernel.models import OpenAIChatModel
 from agentkernel.record.history import MISSING_OUTPUT
+from agentkernel.record.timeline import Timeline
 
 LONE = "\ud800"
 """A lone surrogate: a str can hold it, UTF-8 cannot encode it."""
@@ -83,7 +84,7 @@ def test_lone_surrogates_anywhere_leave_the_run_its_invariant_and_its_transcript
         f"done{LONE}",
     ])
     events: list[Event] = []
-    record = RunRecord()
+    record = Timeline()
 
     def listen(event: Event) -> None:
         events.append(event)

@@ -136,7 +136,7 @@ def test_a_large_image_is_downscaled_to_the_byte_budget_and_the_text_says_so(ker
     data = decoded(image["image_url"])
     assert len(data) <= MAX_IMAGE_BYTES
     # The notebook keeps the full image (5.8 MB of noise), below the run.
-    (kept,) = [d["image/png"] for d in cell.displays if "image/png" in d]
+    (kept,) = [data for mime, data, _ in cell.record_images() if mime == "image/png"]
     assert len(base64.b64decode(kept)) > 20 * MAX_IMAGE_BYTES
 
 
@@ -182,4 +182,4 @@ def test_a_call_sends_at_most_four_images_and_says_which_were_not_sent(kernel: K
     assert len(images) == 4 and all(i["type"] == "input_image" for i in images)
     assert text["text"].count(", sent to the model as an image]") == 4
     assert text["text"].count(", not sent to the model: one call sends at most 4 images]") == 1
-    assert len([d for d in cell.displays if "image/png" in d]) == 5  # the notebook keeps all five
+    assert len(cell.record_images()) == 5  # the notebook keeps all five

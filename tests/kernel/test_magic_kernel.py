@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from kernel_client import Cell, KernelSession, agent_kernel, kernel_env
 
-from agentkernel.jupyter.panel import PANEL_TEXT
+from agentkernel.jupyter.magics import PANEL_TEXT
 
 # The issue asks for idle within 0.2 s of the Stop click (measured ~0.01 s); shared CI machines are noisy, so
 # the assertion leaves slack and every test prints the figure it measured.
@@ -116,11 +116,21 @@ def test_agent_cell_completes_with_panel_and_static_rendering(kernel: KernelSess
     assert re.fullmatch(r"agent: complete · 2 rounds · 1 tool call · [\d,]+ in · [\d,]+ out · cost unknown",
                         headline), headline
     assert transcript == ['▸ read_file(path="x.txt") · ok', "  │ hello", "It says **hello**."]
-    assert WIDGET_VIEW in static  # an empty widget: a live front end shows the panel only, not the run twice
-    buttons = [m for m in cell.of_type("comm_open") if m["content"]["data"]["state"].get("description") == "Stop"]
+    assert WIDGET_VIEW not in static  # the record holds no widget view: it reads the same with no kernel
+    # The panel's display is emptied in place (so a saved notebook holds no view of a dead widget) ...
+    (update,) = cell.of_type("update_display_data")
+    shown = cell.of_type("display_data")[0]["content"]["transient"]["display_id"]
+    assert update["content"]["transient"]["display_id"] == shown and update["content"]["data"] == {
+        "text/plain": PANEL_TEXT}
+    # ... and every widget the run opened is closed once its record is shown.
+    widgets = [m for m in cell.of_type("comm_open") if m["content"].get("target_name") == "jupyter.widget"]
+    opened = {m["content"]["comm_id"] for m in widgets}
+    closed = {m["content"]["comm_id"] for m in cell.of_type("comm_close")}
+    assert opened and opened <= closed
+    assert cell.messages.index(update) > cell.messages.index(cell.of_type("display_data")[1])
+    buttons = [m for m in widgets if m["content"]["data"]["state"].get("description") == "Stop"]
     assert len(buttons) == 1
-    accordions = [m for m in cell.of_type("comm_open")
-                  if m["content"]["data"]["state"].get("_model_name") == "AccordionModel"]
+    accordions = [m for m in widgets if m["content"]["data"]["state"].get("_model_name") == "AccordionModel"]
     assert len(accordions) == 1  # one collapsible section per tool call
 
     assert kernel.value("_agent.status") == "complete"

@@ -280,8 +280,8 @@ def test_images_go_to_the_notebook_and_a_note_to_the_model(kernel: KernelSession
     [output] = outputs(kernel)
     assert "[image/png 20x20 from server everything]" in output and "iVBOR" not in output
     assert kernel.value("[i.get('images') for i in _agent.history if i['type'] == 'function_call_output']") == [None]
-    images = [d for d in cell.displays if "image/png" in d]
-    assert len(images) == 1 and images[0]["text/plain"] == "[image/png 20x20 from server everything]"
+    images = cell.record_images()
+    assert len(images) == 1 and images[0][2] == "[image/png 20x20 from server everything]"
 
 
 def test_images_reach_the_model_as_images_where_the_model_takes_them(kernel: KernelSession):
@@ -294,7 +294,7 @@ def test_images_reach_the_model_as_images_where_the_model_takes_them(kernel: Ker
     sent = kernel.value("[i.get('images') for i in _agent.history if i['type'] == 'function_call_output'][0]")
     assert len(sent) == 1 and sent[0]["media_type"] == "image/png" and sent[0]["data"].startswith("iVBOR")
     assert sent[0]["width"] == sent[0]["height"] == 20
-    assert len([d for d in cell.displays if "image/png" in d]) == 1  # and the notebook shows it
+    assert len(cell.record_images()) == 1  # and the notebook shows it
 
 
 def test_structured_content_errors_and_resources(kernel: KernelSession):

@@ -133,7 +133,7 @@ def test_the_static_rendering_carries_the_answer_as_markdown(kernel: KernelSessi
     details = [line for line in markdown.split("\n\n") if line.startswith("<details>")]
     assert len(details) == 1 and "\n" not in details[0]  # one HTML block: a blank line would end it
     # Markdown and plain text only: every front end prefers an HTML part, which would show the Markdown as typed
-    assert set(final) == {"application/vnd.jupyter.widget-view+json", "text/markdown", "text/plain"}
+    assert set(final) == {"text/markdown", "text/plain"}
 
 
 # -- item 9: option lines expanded ------------------------------------------------------------------------------

@@ -30,6 +30,15 @@ async def noop(i: int) -> str:
     "Do nothing, quickly."
     return "ok"
 
+@tool(read_only=False)
+def write_note(text: str) -> str:
+    "Append a note (a side effect)."
+    return "written"
+
+def _writer(req):
+    done = any(item["type"] == "function_call_output" for item in req.history)
+    return "noted" if done else Call("write_note", {"text": "hi"})
+
 @tool
 async def tick(i: int) -> str:
     "Take a millisecond."
@@ -82,7 +91,7 @@ def test_stop_late_in_a_long_run_is_immediate(kernel: KernelSession):
     stop = cell.wait_for_button("Stop")
 
     def late(msg: Message) -> bool:
-        found = re.search(r"running · round (\d+)", data(msg))
+        found = re.search(r"running · (\d+) rounds", data(msg))
         return found is not None and int(found.group(1)) >= 400
 
     cell.wait_for(late, timeout=60)
@@ -107,3 +116,54 @@ def test_a_call_shows_while_the_model_writes_it(kernel: KernelSession):
     # The section shown while the call was written is the one that becomes the call's section.
     assert writing["content"]["comm_id"] == finished["content"]["comm_id"]
     assert cell.messages.index(writing) < cell.messages.index(finished)
+
+
+def widget_comms(cell) -> tuple[set[str], set[str]]:
+    """The ids of the widget comms the cell's run opened, and of the comms it closed (from the iopub messages)."""
+    opened = {m["content"]["comm_id"] for m in cell.of_type("comm_open")
+              if m["content"].get("target_name") == "jupyter.widget"}
+    return opened, {m["content"]["comm_id"] for m in cell.of_type("comm_close")}
+
+
+def test_no_widget_of_a_finished_run_is_left_open_after_each_of_20_runs(kernel: KernelSession):
+    """Whatever the ending (an answer, a budget, Stop, an approval, an exception in the loop's caller), the run's
+    record replaces its panel and every widget the run opened is closed in the same cell."""
+    kernel.ok("_start = len(_widgets)\n"
+              "writer = ScriptedModel(_writer)\n"
+              "def script(n):\n"
+              "    return ScriptedModel([Turn(text='working', calls=[Call('noop', {'i': i})]) for i in range(n)]"
+              " + ['**done**'])")
+    endings = []
+    for run in range(20):
+        if run % 5 == 4:  # an approval, answered
+            cell = kernel.submit("%%agent -m writer --tools write_note\nnote it")
+            kernel.click(cell.wait_for_button("Approve"))
+            cell.wait(30)
+        else:
+            budget = " --max-tool-calls 3" if run % 5 == 3 else ""
+            cell = kernel.run(f"model = script({run % 7 + 1})\n_ = None", timeout=30)
+            cell = kernel.run(f"%%agent -m model --tools noop{budget}\ngo", timeout=60)
+        endings.append(kernel.value("_agent.status"))
+        opened, closed = widget_comms(cell)
+        assert opened, cell.describe()  # the panel was live...
+        assert opened <= closed, f"run {run} left {len(opened - closed)} widgets open"  # ...and all of it is closed
+        assert kernel.value("len(_widgets) - _start") == 0  # nor does the kernel hold one
+        (update,) = cell.of_type("update_display_data")  # the panel's display emptied, the record below it
+        assert update["content"]["data"] == {"text/plain": ""}
+        assert not any("widget-view" in key for d in cell.displays[1:] for key in d)
+    assert {"complete", "hit_tool_call_cap"} <= set(endings)
+
+
+def test_the_status_line_says_waiting_for_approval_and_for_how_long(kernel: KernelSession):
+    kernel.ok("writer = ScriptedModel(_writer)")
+    cell = kernel.submit("%%agent -m writer --tools write_note\nnote it")
+    approve = cell.wait_for_button("Approve")
+    waiting = cell.wait_for(lambda m: re.search(r"waiting for approval \(\d+ s\) · 1 round", data(m)) is not None,
+                            timeout=10)
+    assert "waiting for approval: <code>write_note</code> has side effects" in json.dumps(
+        [m["content"] for m in cell.of_type("comm_open")], ensure_ascii=False)  # the question says it too
+    kernel.click(approve)
+    cell.wait(30)
+    assert cell.status == "ok" and kernel.value("_agent.status") == "complete", cell.describe()
+    later = [m for m in cell.of_type("comm_msg") if cell.messages.index(m) > cell.messages.index(waiting)]
+    assert any("running · 1 round" in data(m) or "complete · 2 rounds" in data(m) for m in later)

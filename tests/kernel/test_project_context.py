@@ -72,6 +72,10 @@ def test_instructions_in_order_with_their_sources(kernel: KernelSession, server:
     assert "GEMINI" not in system and "not read" not in system
     assert SECRET not in system and "[secret $GITHUB_TOKEN]" in system
     assert kernel.value("_agent.instructions") == ["AGENTS.md", "analysis/CLAUDE.md"]
+    said = "instructions: AGENTS.md, analysis/CLAUDE.md · skills: house-plots"
+    panel = [json.dumps(m["content"], ensure_ascii=False) for m in first.of_type("comm_msg")]
+    assert any(said in update for update in panel)  # the panel's status line
+    assert any(said in str(d.get("text/plain")) for d in first.displays)  # the record's headline
     # the malformed skill is reported once, naming its path; the good one is offered
     assert "skills/broken/SKILL.md is skipped: it has no front matter" in first.stdout
     assert "- house-plots: Plot in the house style." in system and "teal and sand" not in system
@@ -151,4 +155,4 @@ def test_mcp_prompts_and_resources(kernel: KernelSession) -> None:
     assert "# Everything Server - Features" in text
     assert image.startswith("[image/png 12x12 from server pictures")
     assert "MCP server 'everything' could not read 'demo://nope'" in unknown and "not found" in unknown
-    assert any("image/png" in d for d in cell.displays), [list(d) for d in cell.displays]
+    assert [mime for mime, _, _ in cell.record_images()] == ["image/png"], cell.displays[-1]

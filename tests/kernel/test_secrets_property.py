@@ -81,7 +81,7 @@ def careless() -> str:
 def issue_token() -> str:
     "A read-only tool that makes a credential, puts it in the environment and returns it."
     os.environ["SERVICE_TOKEN"] = Path("../service.txt").read_text()
-    return "issued " + os.environ["SERVICE_TOKEN"][1:]
+    return f"issued {os.environ['SERVICE_TOKEN']}, its tail {os.environ['SERVICE_TOKEN'][1:]}"
 """
 
 SETUP = """\

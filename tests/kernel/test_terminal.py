@@ -20,7 +20,7 @@ import pexpect  # type: ignore[import-untyped]
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-QUESTION = re.escape("Approve run_python? [y]es / [a]ll this run / [n]o / note: ")
+QUESTION = re.escape("waiting for approval · Approve run_python? [y]es / [a]ll this run / [n]o / note: ")
 SETUP = ("from agentkernel import Call, ScriptedModel; "
          "twice = lambda: ScriptedModel([Call('run_python', {'code': 'x = 6 * 7'}), "
          "Call('run_python', {'code': 'y = 1'}), 'done'])")

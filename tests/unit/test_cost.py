@@ -15,9 +15,10 @@ from openai_server import TEST_KEY, Answer, Reply, ScriptedServer, responses_eve
 from agentkernel import AgentConfigError, Limits, OpenAIChatModel, OpenAIResponsesModel, Price, StopSignal, run, tool
 from agentkernel.events import UsageUpdated
 from agentkernel.jupyter.panel import Panel
-from agentkernel.jupyter.render import RunRecord, render_text
+from agentkernel.jupyter.render import render_text
 from agentkernel.models.base import UsageEvent
 from agentkernel.pricing import catalog_price, parse_price
+from agentkernel.record.timeline import Timeline
 from agentkernel.usage import Usage
 
 MODEL = "gpt-5-mini"  # priced by genai-prices for the provider openai; its cache reads cost a tenth of its input
@@ -247,7 +248,7 @@ def test_the_rendering_and_the_summary_show_the_cost():
 
     result = LoopResult("hit_cost_cap", "partial", [], usage=priced_usage(), rounds=3, tool_calls=2,
                         detail="spent $0.0123 of a budget of $0.0100")
-    headline = render_text(result, RunRecord()).splitlines()[0]
+    headline = render_text(result, Timeline()).splitlines()[0]
     assert headline == "agent: hit_cost_cap · 3 rounds · 2 tool calls · 12,345 in (9,876 cached) · 1,234 out · $0.0123"
     assert result.summary == ("Stopped with HIT_COST_CAP after 3 rounds and 2 tool calls: spent $0.0123 of a budget "
                               "of $0.0100. Used 12,345 in (9,876 cached) · 1,234 out · $0.0123.")
@@ -376,4 +377,4 @@ def test_estimated_responses_are_counted_in_words_in_the_line_the_panel_and_the_
     assert f"2 of 5 responses had {note} their tokens are estimated" in panel.status.value
     result = LoopResult("complete", "done", [], usage=usage(2, 5), rounds=5)
     assert result.summary.endswith(f"Used {usage(2, 5).line}.")
-    assert render_text(result, RunRecord()).splitlines()[0].endswith("their tokens are estimated")
+    assert render_text(result, Timeline()).splitlines()[0].endswith("their tokens are estimated")

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from agentkernel import Call, ScriptedModel, tool
 from agentkernel.jupyter.approvals import terminal_approver
-from agentkernel.jupyter.render import arguments_html, call_title, change_html
+from agentkernel.jupyter.render import arguments_html, change_html
+from agentkernel.record.timeline import call_title
 from agentkernel.stop import StopSignal
 from agentkernel.text import HIDDEN_CATEGORIES, hidden_warning, reveal
 from agentkernel.tools import ToolCall

@@ -149,6 +149,21 @@ def test_a_start_up_failure_is_one_error_without_its_configured_token(name: str)
     assert error.__context__ is None and error.__cause__ is None
 
 
+def test_a_kernel_secret_in_a_failing_servers_command_line_is_redacted(monkeypatch: pytest.MonkeyPatch):
+    pytest.importorskip("mcp")
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)  # the kernel's secret set reads the environment at each use
+    entry = {"command": sys.executable, "args": ["-c", "import sys; sys.exit(3)", "--token", TOKEN]}
+
+    async def main() -> str:
+        with pytest.raises(AgentConfigError) as caught:
+            async with connect({"mcpServers": {"gh": entry}}, "gh"):
+                pass
+        return str(caught.value)
+
+    message = asyncio.run(main())
+    assert "--token [secret $GITHUB_TOKEN]" in message and TOKEN[4:20] not in message, message
+
+
 def test_a_server_that_never_answers_is_stopped_after_the_startup_timeout():
     pytest.importorskip("mcp")
     config = {"mcpServers": {"mute": {"command": sys.executable,

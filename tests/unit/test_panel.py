@@ -66,7 +66,7 @@ def test_a_long_run_keeps_a_bounded_panel_and_folds_the_rest(throttle: float):
     assert len(fold.value) < 6000  # bounded, whatever the run's length
     # Folded calls' widgets were closed: what is left is the panel itself and the live window.
     assert len(alive_widgets) - before <= 50
-    assert "complete · round 1001 · 1000 tool calls" in panel.status.value
+    assert "complete · 1001 rounds · 1000 tool calls" in panel.status.value
 
 
 def test_every_update_is_bounded_however_long_the_run(monkeypatch: pytest.MonkeyPatch):
@@ -136,10 +136,11 @@ def test_stop_ends_a_long_run_at_once():
 
 
 def test_the_static_rendering_of_a_long_run_is_bounded_and_deterministic():
-    from agentkernel.jupyter.render import HEAD_ENTRIES, TAIL_ENTRIES, RunRecord, render_markdown, render_text
+    from agentkernel.jupyter.render import render_markdown, render_text
+    from agentkernel.record.timeline import HEAD_ENTRIES, TAIL_ENTRIES, Timeline
 
     def rendered(n: int) -> tuple[str, str]:
-        record = RunRecord()
+        record = Timeline()
         result = asyncio.run(run("go", model=ScriptedModel([Call("noop", {"i": i}) for i in range(n)] + ["Done."]),
                                  tools=[noop], on_event=record))
         return render_text(result, record), render_markdown(result, record)
@@ -171,8 +172,10 @@ def test_approvals_stay_until_answered_then_fold_and_close_their_widgets():
     async def click_approve(call, t):
         answer = asyncio.ensure_future(panel.approve(call, t, None))
         await asyncio.sleep(0)  # the row is shown
-        shown = panel.live[-1].view  # the call's arguments above two rows: question, Approve, Approve for the run;
-        assert shown in panel.body.children and panel.live[-1].busy  # Deny and its note. Never folded while it waits
+        # The call's arguments above two rows: question, Approve, Approve for the run; Deny and its note. Never
+        # folded while it waits.
+        shown = panel.shown[panel.live[-1]].view
+        assert shown in panel.body.children and panel.live[-1].busy
         arguments, (note, approve, _) = shown.children[0], shown.children[1].children
         asked.append(arguments.value + note.value)
         approve.click()
@@ -187,7 +190,7 @@ def test_approvals_stay_until_answered_then_fold_and_close_their_widgets():
     fold = panel.body.children[0].value
     counted = re.search(r"(\d+) earlier entries folded \((\d+) calls, (\d+) approvals\)", fold)
     assert counted and int(counted.group(1)) == int(counted.group(2)) + int(counted.group(3)), fold
-    assert "approval: write approved" in fold
+    assert "approval: write · approved" in fold
     assert len(alive_widgets) - before <= 50
 
 

@@ -1,14 +1,23 @@
-"""The static rendering (agentkernel/jupyter/render.py): what a saved notebook shows and nbval compares. It is
-deterministic (no timings, run ids or call ids), shows each call once with its final outcome, and stays bounded
-for a long run."""
+"""The static record (agentkernel/jupyter/render.py): what a finished run's cell shows and nbval compares. It is
+deterministic (no timings, run ids or call ids), shows each call once with its final outcome and its images, holds
+no widget view, and stays bounded for a long run."""
 
 from __future__ import annotations
+
+import base64
+import re
 
 from runtime_helpers import run_sync
 
 from agentkernel import Call, ScriptedModel, tool
-from agentkernel.jupyter.render import HEAD_ENTRIES, TAIL_ENTRIES, RunRecord, render_markdown, render_text
+from agentkernel.jupyter.magics import WIDGET_VIEW
+from agentkernel.jupyter.render import record_bundle, render_markdown, render_text
+from agentkernel.record.images import IMAGE_TYPES
+from agentkernel.record.timeline import HEAD_ENTRIES, TAIL_ENTRIES, Timeline
+from agentkernel.tools import Display, ToolOutput
 from agentkernel.usage import Limits
+
+PIXEL = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 20).decode()
 
 
 @tool
@@ -17,9 +26,18 @@ def lookup(key: str) -> str:
     return f"value of {key}"
 
 
+@tool
+def plot(kind: str) -> ToolOutput:
+    """Draw a figure."""
+    mime = {"svg": "image/svg+xml", "webp": "image/webp"}.get(kind, "image/png")
+    data = "<svg xmlns='http://www.w3.org/2000/svg'/>" if kind == "svg" else PIXEL
+    return ToolOutput(f"drew a {kind}", displays=[Display({mime: data, "text/plain": f"<Figure {kind}>"}),
+                                                  Display({"text/plain": "not an image"})])
+
+
 def record_of(script: list, **options) -> tuple:
-    record = RunRecord()
-    result = run_sync("go", model=ScriptedModel(script), tools=[lookup], on_event=record, **options)
+    record = Timeline()
+    result = run_sync("go", model=ScriptedModel(script), tools=[lookup, plot], on_event=record, **options)
     return result, record
 
 
@@ -41,6 +59,19 @@ def test_the_markdown_renders_the_answer_and_escapes_what_the_tools_wrote() -> N
     assert markdown.endswith("\n\n**done**: `a`")  # the answer as the model wrote it, for the front end to render
     (section,) = [part for part in markdown.split("\n\n") if part.startswith("<details>")]
     assert "&#10;" in section  # one HTML block: a blank line in an output cannot end it
+
+
+def test_the_record_holds_no_widget_view_and_shows_each_image_in_its_calls_section() -> None:
+    result, record = record_of([[Call("plot", {"kind": kind}) for kind in ("png", "svg", "webp")], "drawn"])
+    bundle = record_bundle(result, record)
+    assert set(bundle) == {"text/markdown", "text/plain"} and WIDGET_VIEW not in bundle
+    sections = [part for part in bundle["text/markdown"].split("\n\n") if part.startswith("<details>")]
+    assert len(sections) == 3
+    for section, mime in zip(sections, ("image/png", "image/svg+xml", "image/webp"), strict=True):
+        assert mime in IMAGE_TYPES
+        (src,) = re.findall(r'<img src="data:([^;]+);base64,([^"]+)"', section)
+        assert src[0] == mime and base64.b64decode(src[1])  # the data inline, valid base64 (SVG encoded too)
+        assert "\n" not in section and "not an image" not in section  # a text display is not an image
 
 
 def test_calls_a_budget_refused_are_shown_with_their_status_and_the_summary_ends_it() -> None:

@@ -12,7 +12,7 @@ from runtime_helpers import output_of, run_sync
 from agentkernel import Call, Decision, ScriptedModel, tool
 from agentkernel.events import ToolCallFinished, ToolCallStarted
 from agentkernel.jupyter.panel import Panel
-from agentkernel.jupyter.render import RunRecord
+from agentkernel.record.timeline import Timeline
 from agentkernel.stop import StopSignal
 from agentkernel.tools import Display, ToolCall, ToolContext, ToolError, ToolOutput, ToolResult, ToolRunner
 from agentkernel.usage import Limits
@@ -82,19 +82,18 @@ def test_results_are_frozen_so_what_a_listener_holds_cannot_change():
 
 
 def test_the_panel_and_the_record_show_a_results_displays_from_the_event_alone():
-    panel, record = Panel(Limits(), StopSignal(), throttle=0.0), RunRecord()
+    record = Timeline()
+    panel = Panel(Limits(), StopSignal(), record, throttle=0.0)
     call = ToolCall("p1", "plot", '{"title": "t"}')
     done = ToolResult(call, "ok", "drew t", displays=(Display(PNG, {"title": "t"}),), duration=0.5)
     for event in (ToolCallStarted(call), ToolCallFinished(done)):
-        panel(event)
-        record(event)
+        panel(event)  # the panel hands each event to its timeline
     (section,) = panel.body.children
     assert section.titles[0] == 'plot(title="t") · ok · 0.50 s'
     shown = section.children[0].children[1]  # below the section's text
     assert shown.outputs == ({"output_type": "display_data", "data": PNG, "metadata": {"title": "t"}},)
-    assert record.images == [Display(PNG, {"title": "t"})]
     (entry,) = record.entries
-    assert entry.result is done
+    assert entry.result is done and entry.images == [Display(PNG, {"title": "t"})]
 
 
 def test_the_runner_owns_the_approvals_for_the_run():

@@ -33,13 +33,12 @@ from itertools import count
 from types import CodeType
 from typing import Any, Literal
 
-from ...record.images import encoded_size
+from ...record.images import IMAGE_TYPES, encoded_size
 from .tracebacks import cell_names, format_error
 
 OutputKind = Literal["stdout", "stderr", "display", "value"]
 MAX_CAPTURED_CHARS = 200_000
 """Text kept per stream; code that prints without end cannot fill the kernel's memory."""
-IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/svg+xml")
 
 _CAPTURE: contextvars.ContextVar[Execution | None] = contextvars.ContextVar("agentkernel_capture", default=None)
 _names = count(1)

@@ -165,8 +165,10 @@ class NotebookTools:
             raise CellNotWritten(self.absence_note() + why if self.bridge.front_end is None else why)
         old = self.seen[cell_id].source
         written = restore(source, old)  # refusal() found no misplaced marker
+        # The cell's outputs were made by its old source: the front end clears its execution count in the same
+        # step, and its metadata says which run and call changed its source.
         reply = await self.bridge.request("replace", cell_id=cell_id, expected_source=old, source=written,
-                                          metadata=_metadata(ctx.run_id, ctx.call_id))
+                                          metadata=_metadata(ctx.run_id, ctx.call_id, edited=True))
         if reply.get("ok"):
             self.seen[cell_id] = Seen(written, True)
             self.run_log(ctx.run_id).edited(cell_id, self.types.get(cell_id, "code"), old, written, ctx.call_id,
@@ -384,9 +386,10 @@ def _as_code(cell_type: str, source: str) -> str:
     return "\n".join(f"# {line}" if line.strip() else "#" for line in source.strip().splitlines())
 
 
-def _metadata(run_id: str, call_id: str) -> dict[str, Any]:
-    """What a written cell carries: the run and the call that wrote it."""
-    return {"agentkernel": {"run_id": run_id, "tool_call_id": call_id}}
+def _metadata(run_id: str, call_id: str, *, edited: bool = False) -> dict[str, Any]:
+    """What a written cell carries: the run and the call that wrote it; for an edited cell also
+    ``"source_changed": true``, its source changed since its outputs were made."""
+    return {"agentkernel": {"run_id": run_id, "tool_call_id": call_id, **({"source_changed": True} if edited else {})}}
 
 
 def _refusal(reply: dict[str, Any]) -> str:

@@ -25,11 +25,11 @@ import traceback
 from types import ModuleType
 from typing import Any
 
-from ...record.images import Image, images_for_model
+from ...record.images import IMAGE_TYPES, Image, images_for_model
 from ...secrets import redact_text, restore
 from ...text import cut, short, take_lines
 from ...tools import MAX_OUTPUT_CHARS, Display, Tool, ToolContext, ToolError, ToolOutput, in_thread, tool
-from .code_runner import IMAGE_TYPES, CodeRunner, Execution
+from .code_runner import CodeRunner, Execution
 from .describe import describe, one_line, size_hint, type_name
 from .notebook_tools import NOTEBOOK_TOOL_NAMES
 from .tracebacks import cell_names, cell_number, format_error
