@@ -36,13 +36,15 @@ from ..result import LoopResult
 from ..secrets import KERNEL, MIN_SECRET_CHARS, SecretSet, marker
 from ..skills import Skills
 from ..stop import StopSignal
+from ..tracing import RunSpans
+from ..tracing import wanted as tracing_wanted
 from .approvals import asks_on_terminal, headless_runner, is_terminal, no_clicks_reason
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
 from .exits import exit_refused
 from .kernel.notebook import ExecuteRequest
 from .kernel.notebook_tools import NotebookTools
 from .kernel.tools import KernelTools
-from .kernel.undo import undo_line
+from .kernel.undo import live_button, undo_line
 from .mcp_servers import MCP_USAGE, KernelServers, prompt_arguments
 from .options import AgentOptions, merge, option_arguments, option_traits, split_line
 from .panel import Panel
@@ -417,7 +419,7 @@ class AgentMagics(Magics):
             limits=plan.limits,
             guards=plan.guards,
             stop=stop,
-            on_event=panel,
+            on_event=[panel, *([RunSpans(setup.model)] if tracing_wanted(options.tracing) else [])],
             approve=approve,
             transcript=transcript_folder(options.transcripts),
             context_window=options.context_window or None,
@@ -435,6 +437,9 @@ class AgentMagics(Magics):
         if not asks_on_terminal(self.shell):  # a terminal or a console shows no widget: it gets the record only
             bundle = {WIDGET_VIEW: panel.widget._repr_mimebundle_()[WIDGET_VIEW], "text/plain": PANEL_TEXT}
             run.shown = display(bundle, raw=True, display_id=True)
+            # the Undo button, from the run's first change of the notebook
+            notebook.on_change = lambda changes: panel.add_action(
+                live_button(self.shell, changes, notebook.request.session))
         return run
 
     def nobody_answers(self, clickable: bool = True) -> str | None:

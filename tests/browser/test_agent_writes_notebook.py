@@ -31,6 +31,7 @@ pytestmark = [
 ]
 
 OpenNotebook = Callable[[str], NotebookPage]
+STALE = re.compile(r"\bjp-agentkernel-stale\b")  # the mark of a cell the agent edited, not run since
 INTRO = "# Rain study\nWhich city is **wettest**?"
 SHOW = "for o in _agent.history:\n    if o['type'] == 'function_call_output':\n        print('OUTPUT', o['output'])"
 
@@ -58,6 +59,9 @@ NOTEBOOKS: dict[str, list[tuple[str, str, str]]] = {
 }
 WRITES = setup(READ, "Call('add_cell', {'source': '## Findings\\nPune.', 'cell_type': 'markdown'})",
                "Call('add_cell', {'source': 'total = y + 1'})", EDIT)
+NOTEBOOKS["undo-live.ipynb"] = [
+    ("code", "setup", setup("Call('add_cell', {'source': 'x = 1'})", "Call('run_python', {'code': '1'})")),
+    ("code", "agent", "%%agent -m m\nAdd, then run.")]
 for name in ("undo.ipynb", "undo-changed.ipynb"):
     NOTEBOOKS[name] = [("code", "setup", WRITES), ("code", "user", "y = 1"), ("code", "mine", "z = 1"),
                        ("code", "agent", "%%agent -m m --allow-writes\nWrite it down.")]
@@ -171,6 +175,7 @@ def run_the_writing_agent(nb: NotebookPage, lab_server: LabServer, name: str) ->
     expect(nb.page.locator(".jp-Notebook .jp-Cell")).to_have_count(6)
     expect(editor(nb, 1)).to_have_text("y = 2")
     expect(nb.prompt(1)).to_have_text(re.compile(r"^\[ \]:$"))  # its outputs were made by the old source
+    expect(nb.cell(1)).to_have_class(STALE)  # and the extension marks it so
     expect(nb.output(3).get_by_role("button", name="Undo this run's notebook changes")).to_be_visible()
     shot(nb, lab_server, f"{name}-1-written", 3)
 
@@ -199,6 +204,7 @@ def test_undo_takes_the_run_back_in_one_click_and_keeps_the_users_edit(open_note
     expect(nb.page.locator(".jp-Notebook .jp-Cell")).to_have_count(4)
     expect(editor(nb, 1)).to_have_text("y = 1")
     expect(nb.prompt(1)).to_have_text(re.compile(r"^\[\d+\]:$"))  # its outputs are the old source's again
+    expect(nb.cell(1)).not_to_have_class(STALE)
     expect(editor(nb, 2)).to_have_text("z = 1  # the user's")
     shot(nb, lab_server, "undo-2-undone", 3)
     nb.page.keyboard.press("Control+s")
@@ -220,4 +226,22 @@ def test_undo_leaves_and_names_a_cell_the_user_changed_after_the_run(open_notebo
     expect(nb.page.locator(".jp-Notebook .jp-Cell")).to_have_count(4)
     expect(editor(nb, 1)).to_have_text("y = 2  # mine now")
     shot(nb, lab_server, "undo-changed-2-named", 3)
+
+
+def test_the_live_panels_undo_takes_back_what_the_run_added_while_it_runs(open_notebook: OpenNotebook,
+                                                                          lab_server: LabServer) -> None:
+    nb = open_notebook("undo-live.ipynb")
+    nb.run_and_wait(0, 60)
+    nb.run(1)
+    approve(nb, 1)  # add_cell
+    expect(nb.page.locator(".jp-Notebook .jp-Cell")).to_have_count(3)
+    expect(nb.output(1)).to_contain_text("run_python", timeout=30_000)  # now waiting for run_python's approval
+    undo = nb.output(1).get_by_role("button", name=re.compile(r"Undo this run's notebook changes$"))
+    undo.click()
+    expect(nb.output(1)).to_contain_text(re.compile(r"undid run \w{12}: removed 1 added cell"), timeout=30_000)
+    expect(nb.page.locator(".jp-Notebook .jp-Cell")).to_have_count(2)
+    shot(nb, lab_server, "undo-live", 1)
+    approve(nb, 1, "Deny")
+    nb.wait_done(1, 60)
+    expect(nb.output(1).get_by_role("button", name=re.compile("Undo this run's notebook changes"))).to_have_count(0)
 

@@ -3,7 +3,8 @@ fake_notebook.py): a run adds two cells and edits one, the user edits another ce
 changes back (added cells removed, the edited cell given its source, execution count and metadata back) while the
 user's edit stays; cells the user changed since the run wrote them are left as they are and named, and taken back
 by a later undo once they are as the run left them; runs undo newest first; the Undo button's silent request works
-as a cell does; and where no extension answers, or the magic cannot await, one line says why.
+as a cell does, and so does the live panel's while the run goes on; and where no extension answers, or the magic
+cannot await, one line says why.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from fake_notebook import FakeNotebook, code_cell
-from kernel_client import KernelSession, kernel_fixtures
+from kernel_client import KernelSession, button_description, kernel_fixtures, widget_state
 
-from agentkernel.jupyter.kernel.undo import UNDO_MIME
+from agentkernel.jupyter.kernel.undo import UNDO_LABEL, UNDO_MIME
 
 SETUP = """\
 %reset -f
@@ -158,3 +159,33 @@ def test_where_the_magic_cannot_await_it_says_so_in_one_line(kernel: KernelSessi
     assert kernel.ok("%agent_undo a b").stdout == "%agent_undo takes at most one run id, not 'a b'\n"
     assert len(notebook.cells) == 5  # nothing was undone
 
+
+def test_the_live_panels_undo_button_takes_back_what_the_run_changed_so_far(kernel: KernelSession):
+    kernel.ok("m = ScriptedModel([Call('add_cell', {'source': 'x = 1'}), Call('run_python', {'code': '1'}), 'done'])")
+    notebook = FakeNotebook(kernel, notebook_cells())
+    code = "%%agent -m m\ngo"
+    cell = notebook.submit(code)
+    notebook.serve_until(cell, lambda: any(button_description(m) == "Approve" for m in cell.messages))
+    kernel.click(cell.wait_for_button("Approve"))
+    notebook.serve_until(cell, lambda: any(button_description(m) == UNDO_LABEL for m in cell.messages))
+    assert [c["id"] for c in notebook.cells] == ["load", "agent", "new-1", "mine"]
+    # run_python now waits for its approval: the run is still going when the user clicks Undo
+    notebook.serve_until(cell, lambda: sum(button_description(m) == "Approve" for m in cell.messages) == 2)
+    (opened,) = [m for m in cell.messages if button_description(m) == UNDO_LABEL]
+    run_id = widget_state(opened)["tooltip"].split()[1].rstrip(":")  # "%agent_undo RUN_ID: ..."
+    kernel.click(opened["content"]["comm_id"])
+
+    def said() -> list[str]:
+        return [widget_state(m).get("value", "") for items in kernel.iopub.values() for _, m in items
+                if str(widget_state(m).get("value", "")).startswith(("undid", "cannot", "did not"))]
+
+    notebook.serve_until(cell, lambda: bool(said()))
+    assert said() == [f"undid run {run_id}: removed 1 added cell"]
+    assert [c["id"] for c in notebook.cells] == ["load", "agent", "mine"]
+    deny = [m["content"]["comm_id"] for m in cell.messages if button_description(m) == "Deny"][-1]
+    kernel.click(deny)
+    notebook.run(cell)
+    assert not [bundle for bundle in cell.displays if UNDO_MIME in bundle]  # nothing left for the record's button
+    opened = {m["content"]["comm_id"] for m in cell.of_type("comm_open")
+              if m["content"].get("target_name") == "jupyter.widget"}
+    assert opened <= {m["content"]["comm_id"] for m in cell.of_type("comm_close")}  # the button closed with the panel

@@ -107,3 +107,28 @@ def test_the_readme_checkpoint_command_runs_the_three_tests():
                                 env={**os.environ, "PYTHONPATH": str(REPO)})
         assert result.returncode == 0, result.stdout[-2000:]
         assert f"{3 if not words else 1} passed" in result.stdout, result.stdout[-2000:]
+
+
+def test_no_transcript_takes_no_value_so_a_one_line_prompt_keeps_its_words():
+    from agentkernel.jupyter.options import split_line
+
+    assert split_line("--no-transcript what is in x.txt?") == (["--no-transcript"], "what is in x.txt?")
+    assert split_line("-m m --no-transcript --max-seconds 5 go") == (["-m", "m", "--no-transcript", "--max-seconds",
+                                                                      "5"], "go")
+
+
+@given(st.lists(st.integers(0, 999_999), unique=True, max_size=40), st.integers(1, 30))
+def test_a_transcript_folder_keeps_the_newest_runs_and_nothing_else_is_touched(stamps: list[int], keep: int):
+    import tempfile
+
+    from agentkernel.record.transcript import run_transcript
+
+    with tempfile.TemporaryDirectory() as folder:
+        names = [f"20261201-{s:06d}-{s:012x}.jsonl" for s in stamps]
+        for name in [*names, "mine.jsonl", "20261201-000000-notarun.jsonl"]:
+            (Path(folder) / name).write_text("{}\n")
+        new = run_transcript(folder, "abcdefabcdef", keep=keep)
+        left = sorted(p.name for p in Path(folder).iterdir())
+        kept = sorted(names)[len(names) - min(len(names), keep - 1):] if keep > 1 else []
+        assert left == sorted([*kept, "mine.jsonl", "20261201-000000-notarun.jsonl"])
+        assert new.parent == Path(folder) and not new.exists()  # the run writes it

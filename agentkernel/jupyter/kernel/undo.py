@@ -204,6 +204,7 @@ def live_button(shell: Any, changes: RunChanges, session: str) -> Any:
 
     loop = asyncio.get_running_loop()
     button = widgets.Button(description=UNDO_LABEL, icon="undo", button_style="warning",
+                            layout=widgets.Layout(width="auto", flex="none"),
                             tooltip=f"%agent_undo {changes.run_id}: remove the cells this run added, give back the "
                                     "source of the cells it edited")
     said = widgets.HTML()
