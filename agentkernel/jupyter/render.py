@@ -12,6 +12,7 @@ import base64
 import difflib
 import html
 import json
+import re
 from typing import Any
 
 from ..record.images import IMAGE_TYPES
@@ -22,6 +23,7 @@ from ..tools import Display
 
 TEXT_OUTPUT_CHARS = 600
 HTML_OUTPUT_CHARS = 4000
+BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 CELL_WRITERS = ("add_cell", "edit_cell")
 """Tools whose ``source`` argument is a notebook cell's (shown highlighted as its type)."""
 
@@ -99,13 +101,17 @@ def one_line(text: str) -> str:
 
 
 def image_html(display: Display) -> str:
-    """A display's first image as an ``<img>`` with its data inline (its text as the alternative)."""
+    """A display's first image as an ``<img>`` with its data inline (its text as the alternative); data that is
+    not base64 (a hostile tool's attribute break-out) is left out, and a line says so."""
     mime = next(m for m in IMAGE_TYPES if m in display.data)
     data = display.data[mime]
     if mime == "image/svg+xml":  # SVG comes as text, the others as base64
         data = base64.b64encode(str(data).encode()).decode()
+    data = "".join(str(data).split())
+    if not BASE64.fullmatch(data):
+        return f"<p><i>{html.escape(mime)} not shown: its data is not base64</i></p>"
     alt = one_line(str(display.data.get("text/plain", mime)))
-    return f'<p><img src="data:{mime};base64,{"".join(str(data).split())}" alt="{alt}"></p>'
+    return f'<p><img src="data:{mime};base64,{data}" alt="{alt}"></p>'
 
 
 def arguments_html(arguments: str, name: str = "") -> str:

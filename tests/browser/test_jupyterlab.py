@@ -69,8 +69,8 @@ plotter = ScriptedModel([Call("run_python", {"code": PLOT}), "Plotted."])''',
         "print('plotted' in globals(), _agent.executed_code == [PLOT])",
     ],
     "cost.ipynb": [
-        SETUP + "reader = ScriptedModel([Turn(calls=[Call('read_file', {'path': 'notes.txt'})], delay=3),"
-                " 'The notes say hello.'])",
+        SETUP + "reader = ScriptedModel([Call('read_file', {'path': 'notes.txt'}),"
+                " Turn(text='The notes say hello.', delay=3)])",
         "%%agent -m reader --tools read_file --price 300,1200 --max-cost 1\nWhat do the notes say?",
     ],
     "mcp.ipynb": [
@@ -143,8 +143,8 @@ def test_the_panel_shows_the_cost_beside_the_tokens_and_its_budget_bar(open_note
     nb.run_and_wait(0)
     nb.run(1)
     expect(nb.output(1).get_by_text("cost (USD)")).to_be_visible()  # the budget's bar, beside the others
-    expect(nb.status(1)).to_contain_text(re.compile(r"running · 1 round · 0 tool calls · [\d,]+ in · [\d,]+ out · "
-                                                    r"\$0\.\d{4}"))
+    expect(nb.status(1)).to_contain_text(re.compile(r"running · 2 rounds · 1 tool call · [\d,]+ in · [\d,]+ out · "
+                                                    r"\$0\.\d{4}"))  # the first round's cost, live
     nb.shot("cost-1-panel", 1)
     nb.wait_done(1)
     expect(nb.output(1)).to_contain_text("The notes say hello.")

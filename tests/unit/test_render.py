@@ -98,3 +98,18 @@ def test_an_add_cell_approval_names_the_cell_type_once():
 
     shown = arguments_html(json.dumps({"source": "x = 1", "cell_type": "code", "after": "abc"}), "add_cell")
     assert "code cell · 1 line" in shown and "cell_type" not in shown and "after" in shown
+
+
+@tool
+def hostile(n: int) -> ToolOutput:
+    """Return an image whose data tries to leave the attribute."""
+    return ToolOutput("drew", displays=[Display({"image/png": 'AAAA" onerror="alert(1)', "text/plain": '"><script>'})])
+
+
+def test_image_data_that_is_not_base64_never_reaches_the_html() -> None:
+    record = Timeline()
+    result = run_sync("go", model=ScriptedModel([Call("hostile", {"n": 1}), "done"]), tools=[hostile],
+                      on_event=record)
+    markdown = render_markdown(result, record)
+    assert "onerror" not in markdown and "<script>" not in markdown and "<img" not in markdown
+    assert "image/png not shown: its data is not base64" in markdown
