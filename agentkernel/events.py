@@ -7,7 +7,7 @@ sees it: a new road out is one more listener, and cannot skip the redaction.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +69,11 @@ class UsageUpdated:
 
     usage: Usage
     response: UsageEvent | None = None
+    purpose: str = "turn"
+    """What the request was for: ``turn`` (the model's next turn) or ``summary`` (a compaction's note)."""
+    finish_reason: str = ""
+    """Why the response ended: the server's word when it cut it short (``length``, ...), else ``tool_calls`` or
+    ``stop``."""
 
 
 @dataclass
@@ -98,7 +103,8 @@ Event = (
 Listener = Callable[[Event], None]
 
 
-def redacted(event: Event, secrets: SecretSet) -> Event:
+def redacted(event: Event, secrets: SecretSet | Callable[[], SecretSet],
+             memo: dict[int, Item] | None = None) -> Event:
     """``event`` with every text that did not come from a tool redacted against ``secrets`` (a copy when that
     changed anything).
 
@@ -107,8 +113,15 @@ def redacted(event: Event, secrets: SecretSet) -> Event:
     and pass as they are. What else the model, the user or the run wrote
     is redacted here: the system prompt and the history a run starts from, messages, a call's arguments, the
     model's deltas (a secret split across deltas is caught in the whole message), compaction notes, and the result's
-    answer, detail, findings and history (once, as the run ends).
+    answer, detail, findings' arguments and history (as the run ends).
+
+    ``secrets`` may be a function giving the set, asked only for an event that holds text. ``memo`` keeps each
+    history item redacted (by identity) as it is told, so the history at the end is not redacted again.
     """
+    if isinstance(event, RoundStarted | UsageUpdated | ContextUpdated | FunctionCallProgress):
+        return event  # numbers and names
+    if callable(secrets):
+        secrets = secrets()
     text = secrets.redact
     if isinstance(event, TextDelta | MessageDone):
         return _changed(event, text=text(event.text))
@@ -118,19 +131,22 @@ def redacted(event: Event, secrets: SecretSet) -> Event:
         return _changed(event, result=_changed(event.result, call=_redacted_call(event.result.call, secrets)))
     if isinstance(event, ItemCommitted):
         if event.item.get("type") == "function_call_output":  # made from a ToolResult
+            if memo is not None:
+                memo[id(event.item)] = event.item
             return event
-        return _changed(event, item=_redacted_item(event.item, secrets))
+        return _changed(event, item=_redacted_item(event.item, secrets, memo))
     if isinstance(event, RunStarted):
-        return _changed(event, system=text(event.system), history=[_redacted_item(i, secrets) for i in event.history])
+        return _changed(event, system=text(event.system),
+                        history=[_redacted_item(i, secrets, memo) for i in event.history])
     if isinstance(event, ContextCompacted):
         return _changed(event, compaction=_changed(event.compaction, summary=text(event.compaction.summary)))
     if isinstance(event, RunFinished):
         result = event.result
         return _changed(event, result=_changed(
             result, answer=None if result.answer is None else text(result.answer), detail=text(result.detail),
-            history=[_redacted_item(item, secrets) for item in result.history],
-            partial_findings=secrets.redact_value(result.partial_findings)))
-    return event  # numbers and names
+            history=[_redacted_item(item, secrets, memo) for item in result.history],
+            partial_findings=[{**f, "arguments": text(f["arguments"])} for f in result.partial_findings]))
+    return event
 
 
 def _redacted_call(call: ToolCall, secrets: SecretSet) -> ToolCall:
@@ -138,11 +154,17 @@ def _redacted_call(call: ToolCall, secrets: SecretSet) -> ToolCall:
     return call if arguments == call.arguments else ToolCall(call.call_id, call.name, arguments)
 
 
-def _redacted_item(item: Item, secrets: SecretSet) -> Item:
+def _redacted_item(item: Item, secrets: SecretSet, memo: dict[int, Item] | None = None) -> Item:
     """An item with its text redacted; its images (base64 data, not text) are left as they are."""
+    if memo is not None and (told := memo.get(id(item))) is not None:
+        return told
     if "images" not in item:
-        return secrets.redact_value(item)  # type: ignore[no-any-return]
-    return {**secrets.redact_value({k: v for k, v in item.items() if k != "images"}), "images": item["images"]}
+        clean = secrets.redact_value(item)
+    else:
+        clean = {**secrets.redact_value({k: v for k, v in item.items() if k != "images"}), "images": item["images"]}
+    if memo is not None:
+        memo[id(item)] = clean
+    return clean
 
 
 def _changed(value: Any, **fields: Any) -> Any:
@@ -160,10 +182,22 @@ class Listeners(list[Listener]):
     event nobody hears.
     """
 
+    def __init__(self, listeners: Iterable[Listener] = ()):
+        super().__init__(listeners)
+        self.told: dict[int, Item] = {}  # the history's items as told, redacted (see redacted's memo)
+        self.version = -1  # of the secret set they were redacted against
+
     def __call__(self, event: Event) -> None:
-        event = redacted(event, KERNEL.current)
+        event = redacted(event, self._secrets, self.told)
         for listener in self:
             listener(event)
+
+    def _secrets(self) -> SecretSet:
+        secrets = KERNEL.current
+        if secrets.version != self.version:  # a new secret: what was told before is redacted again when needed
+            self.told.clear()
+            self.version = secrets.version
+        return secrets
 
 
 __all__ = [

@@ -396,7 +396,8 @@ class AgentLoop:
         self.usage.add(event, None if self.price is None else self.price.cost(event))
         if request.purpose == "turn" and self.reports_prompt and not event.estimated:
             self.context.observe(event.input_tokens)
-        self.emit(UsageUpdated, self.usage, event)
+        self.emit(UsageUpdated, self.usage, event, request.purpose,
+                  response.truncated or ("tool_calls" if response.calls else "stop"))
 
     def _checked_usage(self, request: ModelRequest, response: Response) -> UsageEvent:
         """The response's usage as the server reported it, when it can be right; else an estimate.

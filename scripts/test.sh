@@ -11,7 +11,7 @@ if ! command -v chromium >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
-python -m pip install -q --disable-pip-version-check -e '.[test,browser,mcp,anthropic,docs]'
+python -m pip install -q --disable-pip-version-check -e '.[test,browser,mcp,anthropic,otel,docs]'
 # The front-end extension (package.json, src/) into agentkernel/labextension: the editable install above builds it
 # (Node and the npm registry, yarn.lock) only when none is built yet; this rebuild, a few seconds, keeps it in step
 # with src/. The browser tests serve this build; `jupyter lab` serves the copy the last `pip install -e` made.

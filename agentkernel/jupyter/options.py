@@ -186,6 +186,9 @@ class AgentOptions:
                          help="keep the code run_python ran in the notebook when the run ends: one cell per piece "
                               "with agentkernel's notebook extension, else one new cell below")
     # -- session and recording
+    tracing: bool = option(False, group="session and recording",
+                           help="send each run's OpenTelemetry GenAI spans (the Tracing page says where and what); "
+                                "also on when the OTEL_* environment asks for traces or a TracerProvider is set")
     resume: str | None = option(None, "--continue", group="session and recording", trait=False, metavar="FILE",
                                 alone="", help="go on from _agent.history, or from the transcript FILE.jsonl "
                                 "(repaired on load), with this prompt as the next user message")

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "agentkernel"
-SDKS = ("openai", "anthropic", "mcp", "genai_prices")
+SDKS = ("openai", "anthropic", "mcp", "genai_prices", "opentelemetry")  # OpenTelemetry: with tracing off
 
 
 def modules() -> dict[str, Path]:
@@ -105,8 +106,9 @@ print(json.dumps({"loaded": loaded, "ran": ran, "status": shell.user_ns["_agent"
 
 def test_load_ext_and_a_scripted_run_import_no_sdk() -> None:
     code = f"SDKS = {SDKS!r}\n{LOAD}"
+    quiet = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}  # tracing off, as by default
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          cwd=PACKAGE.parent)
+                          cwd=PACKAGE.parent, env=quiet)
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen == {"loaded": [], "ran": [], "status": "complete"}
 

@@ -121,6 +121,11 @@ def test_every_kind_of_event_with_text_is_redacted() -> None:
             assert clean.result.output == event.result.output and secret not in _everything(clean.result.call)
         elif isinstance(event, ItemCommitted) and event.item["type"] == "function_call_output":
             assert clean is event
+        elif isinstance(event, RunFinished):  # so do the findings' outputs; the rest is the model's and the user's
+            findings = [{**f, "output": ""} for f in clean.result.partial_findings]
+            history = [i for i in clean.result.history if i["type"] != "function_call_output"]
+            assert secret not in _everything(dataclasses.replace(clean, result=dataclasses.replace(
+                clean.result, partial_findings=findings, history=history)))
         else:
             assert secret not in _everything(clean), type(event).__name__
 

@@ -1,0 +1,288 @@
+"""OpenTelemetry GenAI spans of a run, as one more listener of the loop's events.
+
+A run is an ``invoke_agent`` span; each model request a ``chat`` span and each tool call an ``execute_tool`` span
+under it (one trace per run), with the attributes of the OpenTelemetry semantic conventions for generative AI
+(:data:`SEMCONV`) and a few of our own (``agentkernel.*``: the cost, estimated usage, a call's status, denial and
+cut). Guard trips, budget stops, compactions, Stop and interrupts are span events of the run's span.
+
+Off until asked: :func:`wanted` says whether the standard environment (``OTEL_EXPORTER_OTLP_ENDPOINT``,
+``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, ``OTEL_TRACES_EXPORTER``), our own switch (``%config AgentMagics.tracing =
+True``) or a global ``TracerProvider`` the user set asks for traces. Nothing of OpenTelemetry is imported before
+that: this module imports it only inside :func:`tracer_provider` and :class:`RunSpans`.
+
+Content (the prompt, the answer, tool arguments and outputs) goes into spans only when
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` is true (or ``content=True``); like everything a listener
+hears, it has been redacted by the loop's :class:`~agentkernel.events.Listeners` before it gets here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from typing import Any
+from urllib.parse import urlsplit
+
+from .endings import Trip
+from .events import (
+    ContextCompacted,
+    Event,
+    ItemCommitted,
+    RoundStarted,
+    RunFinished,
+    RunStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+    UsageUpdated,
+)
+from .extras import needs
+
+SEMCONV = "1.44"
+"""The revision of the semantic conventions whose GenAI attributes the spans follow (as
+``opentelemetry-semantic-conventions`` 0.66b2 holds them; the GenAI conventions are still marked in development)."""
+CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+GUARDS = ("repeated_tool_call", "no_progress", "tool_failure", "context_overflow")
+BUDGETS = ("hit_iteration_cap", "hit_token_cap", "hit_wall_clock", "hit_tool_call_cap", "hit_cost_cap")
+MAX_CONTENT = 8192
+"""Characters of one content attribute (a tool's output can be 50,000)."""
+
+_own: Any = None  # the TracerProvider we made (when the user set none), made once per process
+_lock = threading.Lock()
+
+
+def wanted(option: bool = False) -> bool:
+    """Whether traces are asked for: by ``option``, the standard environment, or a global provider the user set
+    (looked for only if OpenTelemetry is already imported: with tracing off, this imports nothing)."""
+    if option:
+        return True
+    if os.environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
+        return False
+    exporter = os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if exporter and exporter != "none":
+        return True
+    if exporter != "none" and (os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+                               or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")):
+        return True
+    return _user_provider() is not None
+
+
+def content_wanted(option: bool = False) -> bool:
+    """Whether message content goes into spans (``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``)."""
+    return option or os.environ.get(CONTENT_ENV, "").strip().lower() in ("true", "1", "yes")
+
+
+def _user_provider() -> Any:
+    if "opentelemetry.trace" not in sys.modules:
+        return None
+    from opentelemetry import trace
+
+    provider = trace.get_tracer_provider()
+    return None if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider) else provider
+
+
+def tracer_provider() -> Any:
+    """The provider spans go to: the global one the user set (we add to it, never replace it), else one of ours
+    exporting as the standard environment says (OTLP over HTTP by default, ``console``), made once."""
+    global _own
+    user = _user_provider()
+    if user is not None:
+        return user
+    with _lock:
+        if _own is None:
+            with needs("opentelemetry"):
+                from opentelemetry.sdk.resources import Resource
+                from opentelemetry.sdk.trace import TracerProvider
+                from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+            provider = TracerProvider(resource=Resource.create(
+                {"service.name": os.environ.get("OTEL_SERVICE_NAME", "agentkernel")}))
+            for name in (os.environ.get("OTEL_TRACES_EXPORTER") or "otlp").split(","):
+                exporter = _exporter(name.strip().lower())
+                if exporter is not None:
+                    provider.add_span_processor(BatchSpanProcessor(exporter))
+            _own = provider
+        return _own
+
+
+def _exporter(name: str) -> Any:
+    if name == "console":
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+        return ConsoleSpanExporter()
+    if name in ("otlp", ""):
+        with needs("opentelemetry"):
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        return OTLPSpanExporter()  # the endpoint, headers and timeout from the OTEL_EXPORTER_OTLP_* environment
+    return None
+
+
+class RunSpans:
+    """A listener of one run's events that makes its spans (give it to ``on_event``).
+
+    ``model`` names the request model, the provider and the server; ``provider`` is a ``TracerProvider`` (default:
+    :func:`tracer_provider`); ``content`` puts the prompt, the answer, and tool arguments and outputs into the spans
+    (default: :func:`content_wanted`).
+    """
+
+    def __init__(self, model: Any, *, provider: Any = None, content: bool | None = None):
+        with needs("opentelemetry"):
+            from opentelemetry import trace
+
+        self._trace = trace
+        self.tracer = (provider or tracer_provider()).get_tracer("agentkernel")
+        self.content = content_wanted() if content is None else content
+        self.model = str(getattr(model, "name", type(model).__name__))
+        named = getattr(getattr(model, "provider", None), "name", None)
+        self.provider = str(named or ("agentkernel.scripted" if self.model == "scripted" else "openai"))
+        url = urlsplit(str(getattr(model, "base_url", "") or ""))
+        self.server = (url.hostname, url.port or (443 if url.scheme == "https" else 80)) if url.hostname else None
+        self.run: Any = None
+        self.run_id = ""
+        self.context: Any = None
+        self.chat: Any = None
+        self.calls: dict[str, Any] = {}
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, RunStarted):
+            self._start(event)
+        elif self.run is None:
+            return
+        elif isinstance(event, RoundStarted):
+            self._end_chat()  # (one left open by a response that never said its usage)
+            self.chat = self._span(f"chat {self.model}", "chat")
+        elif isinstance(event, UsageUpdated):
+            self._usage(event)
+        elif isinstance(event, ToolCallStarted):
+            self._call_started(event)
+        elif isinstance(event, ToolCallFinished):
+            self._call_finished(event)
+        elif isinstance(event, ItemCommitted):
+            if self.content and event.item.get("role") == "user":
+                self.run.set_attribute("gen_ai.input.messages", _messages("user", event.item.get("content")))
+        elif isinstance(event, ContextCompacted):
+            c = event.compaction
+            self.run.add_event("agentkernel.compaction", {
+                "agentkernel.compaction.reason": c.reason, "agentkernel.compaction.tokens_before": c.tokens_before,
+                "agentkernel.compaction.tokens_after": c.tokens_after,
+                "agentkernel.compaction.outputs_elided": c.outputs_elided,
+                "agentkernel.compaction.turns_summarised": c.turns_summarised})
+        elif isinstance(event, RunFinished):
+            self._finish(event)
+
+    # -- spans --------------------------------------------------------------------------------------------------
+
+    def _span(self, name: str, operation: str, **attributes: Any) -> Any:
+        common: dict[str, Any] = {"gen_ai.operation.name": operation, "gen_ai.provider.name": self.provider,
+                                   "gen_ai.request.model": self.model, "gen_ai.conversation.id": self.run_id}
+        if self.server is not None and operation == "chat":
+            common.update({"server.address": self.server[0], "server.port": self.server[1]})
+        return self.tracer.start_span(name, context=self.context, kind=self._trace.SpanKind.CLIENT
+                                      if operation == "chat" else self._trace.SpanKind.INTERNAL,
+                                      attributes={**common, **attributes})
+
+    def _start(self, event: RunStarted) -> None:
+        self.run_id = event.run_id
+        self.context = None  # a child of whatever span is current (the user's), else a trace of its own
+        self.run = self._span("invoke_agent agentkernel", "invoke_agent", **{
+            "gen_ai.agent.name": "agentkernel", "gen_ai.agent.id": event.run_id})
+        if self.content and event.system:
+            self.run.set_attribute("gen_ai.system_instructions",
+                                   json.dumps([{"type": "text", "content": _cut(event.system)}]))
+        self.context = self._trace.set_span_in_context(self.run)
+
+    def _usage(self, event: UsageUpdated) -> None:
+        chat = self.chat
+        if chat is None:  # a compaction's summary request (no round): its span ends as it is told
+            chat = self._span(f"chat {self.model}", "chat")
+        self.chat = None
+        usage = event.response
+        if usage is not None:
+            chat.set_attributes({
+                "gen_ai.usage.input_tokens": usage.input_tokens, "gen_ai.usage.output_tokens": usage.output_tokens,
+                "gen_ai.usage.cache_read.input_tokens": usage.cache_read_tokens,
+                "gen_ai.usage.cache_creation.input_tokens": usage.cache_write_tokens,
+                "gen_ai.usage.reasoning.output_tokens": usage.reasoning_tokens,
+                "agentkernel.usage.estimated": usage.estimated})
+        chat.set_attributes({"gen_ai.response.finish_reasons": [event.finish_reason or "stop"],
+                             "agentkernel.request.purpose": event.purpose})
+        if event.usage.cost is not None:
+            chat.set_attribute("agentkernel.run.cost", event.usage.cost)  # the run's cost so far
+        chat.end()
+
+    def _end_chat(self, chat: Any = None) -> None:
+        chat = chat or self.chat
+        if chat is not None:
+            chat.end()
+        self.chat = None
+
+    def _call_started(self, event: ToolCallStarted) -> None:
+        call = event.call
+        attributes = {"gen_ai.tool.name": call.name, "gen_ai.tool.call.id": call.call_id,
+                      "gen_ai.tool.type": "function"}
+        if self.content:
+            attributes["gen_ai.tool.call.arguments"] = _cut(call.arguments)
+        self.calls[call.call_id] = self._span(f"execute_tool {call.name}", "execute_tool", **attributes)
+
+    def _call_finished(self, event: ToolCallFinished) -> None:
+        result = event.result
+        span = self.calls.pop(result.call_id, None)
+        if span is None:  # never started (a budget, a cut response, Stop): a span of its own, as long as it lasted
+            self._call_started(ToolCallStarted(result.call))
+            span = self.calls.pop(result.call_id)
+        span.set_attributes({"agentkernel.tool.status": result.status, "agentkernel.tool.duration": result.duration,
+                             "agentkernel.tool.denied": result.status == "denied",
+                             "agentkernel.tool.cut": result.status == "aborted"})
+        if result.status == "denied":
+            span.set_attribute("agentkernel.tool.denial_reason", _cut(result.output))
+        if self.content:
+            span.set_attribute("gen_ai.tool.call.result", _cut(result.output))
+        if result.status in ("error", "aborted", "not_run"):
+            span.set_attribute("error.type", result.status)
+            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, _cut(result.output, 200)))
+        span.end()
+
+    def _finish(self, event: RunFinished) -> None:
+        result = event.result
+        self._end_chat()
+        for span in self.calls.values():  # (a call still open when a run is cancelled)
+            span.end()
+        self.calls.clear()
+        status = result.status
+        name = ("agentkernel.guard" if status in GUARDS else "agentkernel.budget" if status in BUDGETS else
+                "agentkernel.interrupt" if status == "aborted" and result.detail == CANCELLED else
+                "agentkernel.stop" if status == "aborted" else "")
+        if name:
+            self.run.add_event(name, {"agentkernel.status": status, "agentkernel.detail": _cut(result.detail, 500)})
+        usage = result.usage
+        self.run.set_attributes({
+            "agentkernel.status": status, "agentkernel.rounds": result.rounds,
+            "agentkernel.tool_calls": result.tool_calls, "agentkernel.denied_calls": result.denied_calls,
+            "agentkernel.compactions": result.compactions,
+            "gen_ai.usage.input_tokens": usage.input_tokens, "gen_ai.usage.output_tokens": usage.output_tokens,
+            "gen_ai.usage.cache_read.input_tokens": usage.cache_read_tokens,
+            "agentkernel.usage.estimated_requests": usage.estimated_requests})
+        if usage.cost is not None:
+            self.run.set_attribute("agentkernel.cost", usage.cost)
+        if self.content and result.answer:
+            self.run.set_attribute("gen_ai.output.messages", _messages("assistant", result.answer))
+        if status not in ("complete", "aborted"):
+            self.run.set_attribute("error.type", status)
+            self.run.set_status(self._trace.Status(self._trace.StatusCode.ERROR, _cut(result.detail, 200)))
+        self.run.end()
+        self.run = None
+
+
+CANCELLED = Trip("aborted", "the run was cancelled").detail
+"""The detail of a run cancelled from outside (the kernel's interrupt, a second interrupt): an interrupt."""
+
+
+def _cut(text: Any, limit: int = MAX_CONTENT) -> str:
+    text = str(text)
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text):,} characters in all)"
+
+
+def _messages(role: str, text: Any) -> str:
+    return json.dumps([{"role": role, "parts": [{"type": "text", "content": _cut(text)}]}], ensure_ascii=False)
+
