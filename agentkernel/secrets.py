@@ -489,8 +489,10 @@ def _grown(data: bytes, at: int, form: bytes, position: int) -> tuple[int, int]:
 
 
 def _same(before: tuple[object, ...], now: tuple[object, ...]) -> bool:
-    """Whether the named variables hold the very objects they held (``==`` would ask a DataFrame for a truth)."""
-    return len(before) == len(now) and all(a is b for a, b in zip(before, now, strict=True))
+    """Whether the named variables hold what they held: the same strings (an environment variable is read as a new
+    one each time) or the very same objects (``==`` would ask a DataFrame for a truth value)."""
+    return len(before) == len(now) and all(a is b or (type(a) is str and type(b) is str and a == b)
+                                           for a, b in zip(before, now, strict=True))
 
 
 def _raw_environment() -> Mapping[Any, Any]:

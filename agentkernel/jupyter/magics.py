@@ -30,7 +30,6 @@ from ..instructions import Instruction
 from ..loop import AgentLoop
 from ..models.base import Model, accepts_images
 from ..models.providers import resolve, split_model
-from ..record.timeline import Timeline
 from ..record.transcript import KEEP, load_transcript
 from ..result import LoopResult
 from ..secrets import KERNEL, MIN_SECRET_CHARS, SecretSet, marker
@@ -100,7 +99,6 @@ class CellRun:
 
     loop: AgentLoop
     panel: Panel
-    timeline: Timeline
     prompt: str
     out: str | None
     kernel: KernelTools
@@ -110,7 +108,7 @@ class CellRun:
     """With ``--cells``: the executed code the front end did not take as cells (None: not tried)."""
     interrupted: bool = False
     shown: DisplayHandle | None = None
-    """The panel's display, replaced when the run ends (None where no panel is shown: terminal IPython)."""
+    """The panel's display, emptied when the run ends (None where no panel is shown: a terminal or a console)."""
 
 
 @magics_class
@@ -432,8 +430,8 @@ class AgentMagics(Magics):
             folder, home = str(loop.transcript.path.parent), os.path.expanduser("~")
             shown = "~" + folder[len(home):] if folder.startswith(home + os.sep) else folder
             panel.note = f"runs are saved in {shown} (the newest {KEEP} kept; --no-transcript: none)"
-        run = CellRun(loop=loop, panel=panel, timeline=panel.timeline, prompt=setup.prompt, out=options.out,
-                      kernel=setup.tools.kernel, notebook=notebook, cells=options.cells)
+        run = CellRun(loop=loop, panel=panel, prompt=setup.prompt, out=options.out, kernel=setup.tools.kernel,
+                      notebook=notebook, cells=options.cells)
         if not asks_on_terminal(self.shell):  # a terminal or a console shows no widget: it gets the record only
             bundle = {WIDGET_VIEW: panel.widget._repr_mimebundle_()[WIDGET_VIEW], "text/plain": PANEL_TEXT}
             run.shown = display(bundle, raw=True, display_id=True)
@@ -616,7 +614,7 @@ class AgentMagics(Magics):
         says."""
         assert run.loop.result is not None
         result = self.publish(run, run.loop.result)
-        display(record_bundle(result, run.timeline), raw=True)
+        display(record_bundle(result, run.panel.timeline), raw=True)
         if run.notebook.changes is not None and run.notebook.changes.cells:  # the extension's Undo button
             display(run.notebook.changes.output(), raw=True)
         self.end_panel(run)

@@ -83,9 +83,9 @@ class Panel:
         self.state = "running"
         self.waiting = False  # for the first token of the round's response
         self.note = ""
+        """A line under the status line (where the kernel's transcripts go, said once per kernel)."""
         self.briefing: dict[str, list[str]] = {}  # the run's instructions' sources and skills (RunStarted)
         self.loaded_skills: list[str] = []
-        """A line under the status line (where the kernel's transcripts go, said once per kernel)."""
         self.status = widgets.HTML()
         self.bars: dict[str, widgets.FloatProgress] = {}
         for key, label, limit in (("rounds", "rounds", limits.max_iterations),

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..record.images import encoded_size
+from ..secrets import redact_text
 
 RESOURCE_TEXT_CHARS = 2000
 """Characters of an embedded text resource put into the output (the tool's max_output_chars still caps the whole)."""
@@ -70,7 +71,8 @@ def resource_summary(resource: Any) -> str:
     mime = getattr(resource, "mime_type", None) or "unknown type"
     text = getattr(resource, "text", None)
     if text is not None:
-        shown = text if len(text) <= RESOURCE_TEXT_CHARS else text[:RESOURCE_TEXT_CHARS] + "…"
+        shown = redact_text(text)  # whole, before it is cut
+        shown = shown if len(shown) <= RESOURCE_TEXT_CHARS else shown[:RESOURCE_TEXT_CHARS] + "…"
         return f"[embedded resource {resource.uri}, {mime}, {len(text):,} characters]\n{shown}"
     blob = getattr(resource, "blob", "") or ""
     return f"[embedded resource {resource.uri}, {mime}, about {len(blob) * 3 // 4:,} bytes, not shown]"

@@ -201,7 +201,7 @@ def test_read_returns_every_cell_with_its_id_and_the_running_cell(open_notebook:
     assert got["me"] == "agent" and read["active_cell_id"] == "agent"  # the running cell, as the kernel knows it
     intro, _, boom, agent, later = read["cells"]
     assert intro == {"id": "intro", "cell_type": "markdown", "source": INTRO, "execution_count": None,
-                     "has_error": False, "outputs_text": "", "metadata_agentkernel": None}
+                     "has_error": False, "outputs_text": "", "metadata_agentkernel": None, "tags": []}
     assert boom["has_error"] is True and isinstance(boom["execution_count"], int)
     assert boom["outputs_text"] == "ZeroDivisionError: division by zero\n"
     assert agent["source"] == NOTEBOOKS["read.ipynb"][3][2] and agent["has_error"] is False

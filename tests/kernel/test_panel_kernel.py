@@ -126,21 +126,32 @@ def widget_comms(cell) -> tuple[set[str], set[str]]:
 
 
 def test_no_widget_of_a_finished_run_is_left_open_after_each_of_20_runs(kernel: KernelSession):
-    """Whatever the ending (an answer, a budget, Stop, an approval, an exception in the loop's caller), the run's
+    """Whatever the ending (an answer, a budget, a guard's error, Stop, after an approval), the run's
     record replaces its panel and every widget the run opened is closed in the same cell."""
     kernel.ok("_start = len(_widgets)\n"
               "writer = ScriptedModel(_writer)\n"
               "def script(n):\n"
               "    return ScriptedModel([Turn(text='working', calls=[Call('noop', {'i': i})]) for i in range(n)]"
               " + ['**done**'])")
+    kernel.ok("looping = ScriptedModel([Call('noop', {'i': 0})] * 6)\n"
+              "endless = ScriptedModel(lambda request: Call('tick', {'i': len(request.history)}))")
     endings = []
     for run in range(20):
         if run % 5 == 4:  # an approval, answered
             cell = kernel.submit("%%agent -m writer --tools write_note\nnote it")
             kernel.click(cell.wait_for_button("Approve"))
             cell.wait(30)
+        elif run % 5 == 2:  # Stop, while it runs
+            cell = kernel.submit("%%agent -m endless --tools tick\ngo on")
+            stop = cell.wait_for_button("Stop")
+            cell.wait_for(lambda m: re.search(r"running · \d+ rounds", data(m)) is not None, timeout=30)
+            kernel.click(stop)
+            cell.wait(30)
+        elif run % 5 == 1:  # a guard: the cell ends with an error
+            cell = kernel.run("%%agent -m looping --tools noop\ngo", timeout=60)
+            kernel.ok("looping = ScriptedModel([Call('noop', {'i': 0})] * 6)")
         else:
-            budget = " --max-tool-calls 3" if run % 5 == 3 else ""
+            budget = " --max-tool-calls 3" if run % 5 == 3 and run > 5 else ""
             cell = kernel.run(f"model = script({run % 7 + 1})\n_ = None", timeout=30)
             cell = kernel.run(f"%%agent -m model --tools noop{budget}\ngo", timeout=60)
         endings.append(kernel.value("_agent.status"))
@@ -151,7 +162,7 @@ def test_no_widget_of_a_finished_run_is_left_open_after_each_of_20_runs(kernel: 
         (update,) = cell.of_type("update_display_data")  # the panel's display emptied, the record below it
         assert update["content"]["data"] == {"text/plain": ""}
         assert not any("widget-view" in key for d in cell.displays[1:] for key in d)
-    assert {"complete", "hit_tool_call_cap"} <= set(endings)
+    assert set(endings) == {"complete", "hit_tool_call_cap", "aborted", "repeated_tool_call"}
 
 
 def test_the_status_line_says_waiting_for_approval_and_for_how_long(kernel: KernelSession):

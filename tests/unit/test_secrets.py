@@ -243,6 +243,19 @@ def test_the_set_is_current_after_every_call_read_only_ones_and_threads_included
     assert outputs == ["new token [secret $SERVICE_TOKEN]", "session [secret $SESSION_TOKEN]"]
 
 
+def test_a_named_variable_s_new_value_is_covered_at_its_next_use():
+    holder = {"value": "first-value-of-the-variable"}
+    KERNEL.name("held", lambda: holder["value"])
+    try:
+        assert redact_text("first-value-of-the-variable") == "[secret $held]"
+        holder["value"] = "second-value-of-the-variable"  # as code run in the kernel would set it
+        assert redact_text("second-value-of-the-variable") == "[secret $held]"
+        version = KERNEL.current.version
+        assert KERNEL.current.version == version  # unchanged: not computed again
+    finally:
+        KERNEL.clear()
+
+
 def test_markers_round_trip_where_the_text_held_the_secret_and_are_refused_elsewhere(
         monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("UNIT_TEST_TOKEN", VALUE)
