@@ -9,13 +9,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .models.base import FunctionCallProgress, TextDelta, UsageEvent
 from .record.context import Compaction
 from .record.history import Item
 from .result import LoopResult
 from .secrets import KERNEL, SecretSet
+from .text import map_strings
 from .tools.base import ToolCall, ToolResult
 from .usage import Usage
 
@@ -103,10 +104,10 @@ Event = (
 Listener = Callable[[Event], None]
 
 
-def redacted(event: Event, secrets: SecretSet | Callable[[], SecretSet],
+def redacted(event: Event, source: Redactor | Callable[[], Redactor],
              memo: dict[int, Item] | None = None) -> Event:
-    """``event`` with every text that did not come from a tool redacted against ``secrets`` (a copy when that
-    changed anything).
+    """``event`` with every text that did not come from a tool redacted against the secret set ``source`` (a copy
+    when that changed anything).
 
     A tool's output, error and displays (in a :class:`ToolResult`, and the ``function_call_output`` item made from
     one) were redacted where the runner made them, before any cut (:class:`~agentkernel.tools.runner.ToolRunner`),
@@ -115,13 +116,12 @@ def redacted(event: Event, secrets: SecretSet | Callable[[], SecretSet],
     model's deltas (a secret split across deltas is caught in the whole message), compaction notes, and the result's
     answer, detail, findings' arguments and history (as the run ends).
 
-    ``secrets`` may be a function giving the set, asked only for an event that holds text. ``memo`` keeps each
+    ``source`` is a secret set, or a function giving one, asked only for an event that holds text. ``memo`` keeps each
     history item redacted (by identity) as it is told, so the history at the end is not redacted again.
     """
     if isinstance(event, RoundStarted | UsageUpdated | ContextUpdated | FunctionCallProgress):
         return event  # numbers and names
-    if callable(secrets):
-        secrets = secrets()
+    secrets: Redactor = source() if callable(source) else source
     text = secrets.redact
     if isinstance(event, TextDelta | MessageDone):
         return _changed(event, text=text(event.text))
@@ -149,12 +149,12 @@ def redacted(event: Event, secrets: SecretSet | Callable[[], SecretSet],
     return event
 
 
-def _redacted_call(call: ToolCall, secrets: SecretSet) -> ToolCall:
+def _redacted_call(call: ToolCall, secrets: Redactor) -> ToolCall:
     arguments = secrets.redact(call.arguments)
     return call if arguments == call.arguments else ToolCall(call.call_id, call.name, arguments)
 
 
-def _redacted_item(item: Item, secrets: SecretSet, memo: dict[int, Item] | None = None) -> Item:
+def _redacted_item(item: Item, secrets: Redactor, memo: dict[int, Item] | None = None) -> Item:
     """An item with its text redacted; its images (base64 data, not text) are left as they are."""
     if memo is not None and (told := memo.get(id(item))) is not None:
         return told
@@ -174,6 +174,36 @@ def _changed(value: Any, **fields: Any) -> Any:
     return dataclasses.replace(value, **fields)
 
 
+class Redactor(Protocol):
+    """What :func:`redacted` needs of a secret set (a :class:`SecretSet`, or :class:`Listeners`' cache of one)."""
+
+    def redact(self, text: str) -> str: ...
+
+    def redact_value(self, value: Any) -> Any: ...
+
+
+class _Remembered:
+    """A secret set's redaction, remembering the texts it redacted (a call's arguments are told three times, and
+    items repeat the same names and types): one dictionary look for a text seen before."""
+
+    LIMIT = 4096
+
+    def __init__(self, secrets: SecretSet):
+        self.secrets = secrets
+        self.seen: dict[str, str] = {}
+
+    def redact(self, text: str) -> str:
+        clean = self.seen.get(text)
+        if clean is None:
+            if len(self.seen) >= self.LIMIT:
+                self.seen.clear()
+            clean = self.seen[text] = self.secrets.redact(text)
+        return clean
+
+    def redact_value(self, value: Any) -> Any:
+        return map_strings(value, self.redact)
+
+
 class Listeners(list[Listener]):
     """The loop's listeners (a list), told each event in turn, redacted (:func:`redacted`) against the kernel's
     secret set as it is when the event leaves.
@@ -185,19 +215,19 @@ class Listeners(list[Listener]):
     def __init__(self, listeners: Iterable[Listener] = ()):
         super().__init__(listeners)
         self.told: dict[int, Item] = {}  # the history's items as told, redacted (see redacted's memo)
-        self.version = -1  # of the secret set they were redacted against
+        self.redactor: _Remembered | None = None  # the secret set they were redacted against
 
     def __call__(self, event: Event) -> None:
         event = redacted(event, self._secrets, self.told)
         for listener in self:
             listener(event)
 
-    def _secrets(self) -> SecretSet:
+    def _secrets(self) -> _Remembered:
         secrets = KERNEL.current
-        if secrets.version != self.version:  # a new secret: what was told before is redacted again when needed
+        if self.redactor is None or secrets is not self.redactor.secrets:  # a new secret: redact everything afresh
             self.told.clear()
-            self.version = secrets.version
-        return secrets
+            self.redactor = _Remembered(secrets)
+        return self.redactor
 
 
 __all__ = [

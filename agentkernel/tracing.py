@@ -174,8 +174,12 @@ class RunSpans:
     # -- spans --------------------------------------------------------------------------------------------------
 
     def _span(self, name: str, operation: str, **attributes: Any) -> Any:
-        common: dict[str, Any] = {"gen_ai.operation.name": operation, "gen_ai.provider.name": self.provider,
-                                   "gen_ai.request.model": self.model, "gen_ai.conversation.id": self.run_id}
+        """A span under the run's. The model and the provider on the run's and the requests' spans only: a tool's
+        span holds what is its own (every attribute costs the SDK a check)."""
+        common: dict[str, Any] = {"gen_ai.operation.name": operation}
+        if operation != "execute_tool":
+            common.update({"gen_ai.provider.name": self.provider, "gen_ai.request.model": self.model,
+                           "gen_ai.conversation.id": self.run_id})
         if self.server is not None and operation == "chat":
             common.update({"server.address": self.server[0], "server.port": self.server[1]})
         return self.tracer.start_span(name, context=self.context, kind=self._trace.SpanKind.CLIENT
@@ -197,18 +201,22 @@ class RunSpans:
         if chat is None:  # a compaction's summary request (no round): its span ends as it is told
             chat = self._span(f"chat {self.model}", "chat")
         self.chat = None
+        attributes: dict[str, Any] = {"gen_ai.response.finish_reasons": [event.finish_reason or "stop"]}
         usage = event.response
-        if usage is not None:
-            chat.set_attributes({
-                "gen_ai.usage.input_tokens": usage.input_tokens, "gen_ai.usage.output_tokens": usage.output_tokens,
-                "gen_ai.usage.cache_read.input_tokens": usage.cache_read_tokens,
-                "gen_ai.usage.cache_creation.input_tokens": usage.cache_write_tokens,
-                "gen_ai.usage.reasoning.output_tokens": usage.reasoning_tokens,
-                "agentkernel.usage.estimated": usage.estimated})
-        chat.set_attributes({"gen_ai.response.finish_reasons": [event.finish_reason or "stop"],
-                             "agentkernel.request.purpose": event.purpose})
+        if usage is not None:  # the counts a response has (cached, cache writes, reasoning: when there were any)
+            attributes.update({"gen_ai.usage.input_tokens": usage.input_tokens,
+                               "gen_ai.usage.output_tokens": usage.output_tokens})
+            for key, value in (("gen_ai.usage.cache_read.input_tokens", usage.cache_read_tokens),
+                               ("gen_ai.usage.cache_creation.input_tokens", usage.cache_write_tokens),
+                               ("gen_ai.usage.reasoning.output_tokens", usage.reasoning_tokens),
+                               ("agentkernel.usage.estimated", usage.estimated)):
+                if value:
+                    attributes[key] = value
+        if event.purpose != "turn":
+            attributes["agentkernel.request.purpose"] = event.purpose
         if event.usage.cost is not None:
-            chat.set_attribute("agentkernel.run.cost", event.usage.cost)  # the run's cost so far
+            attributes["agentkernel.run.cost"] = event.usage.cost  # the run's cost so far
+        chat.set_attributes(attributes)
         chat.end()
 
     def _end_chat(self, chat: Any = None) -> None:
@@ -231,16 +239,17 @@ class RunSpans:
         if span is None:  # never started (a budget, a cut response, Stop): a span of its own, as long as it lasted
             self._call_started(ToolCallStarted(result.call))
             span = self.calls.pop(result.call_id)
-        span.set_attributes({"agentkernel.tool.status": result.status, "agentkernel.tool.duration": result.duration,
-                             "agentkernel.tool.denied": result.status == "denied",
-                             "agentkernel.tool.cut": result.status == "aborted"})
+        attributes: dict[str, Any] = {"agentkernel.tool.status": result.status}  # (the span's length: its duration)
         if result.status == "denied":
-            span.set_attribute("agentkernel.tool.denial_reason", _cut(result.output))
+            attributes.update({"agentkernel.tool.denied": True, "agentkernel.tool.denial_reason": _cut(result.output)})
+        elif result.status == "aborted":
+            attributes["agentkernel.tool.cut"] = True
         if self.content:
-            span.set_attribute("gen_ai.tool.call.result", _cut(result.output))
+            attributes["gen_ai.tool.call.result"] = _cut(result.output)
         if result.status in ("error", "aborted", "not_run"):
-            span.set_attribute("error.type", result.status)
+            attributes["error.type"] = result.status
             span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, _cut(result.output, 200)))
+        span.set_attributes(attributes)
         span.end()
 
     def _finish(self, event: RunFinished) -> None:

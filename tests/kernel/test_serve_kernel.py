@@ -4,7 +4,9 @@ outside agent reaches it; the panel's buttons clicked with comm messages as ipyw
 Tools listed with their annotations; a read-only call returns what the kernel holds; a side-effecting call waits
 for Approve, and is denied at once under ``CI``; a secret reaches the client only as its marker; a wrong token gets
 401 and runs nothing; Stop cuts a spinning ``run_python`` within a second and the client gets an error result; a
-user's cell runs while the session is open, and a call that comes meanwhile runs after it.
+user's cell runs while the session is open, and a call that comes meanwhile runs after it. Claude Code (pinned in
+``tests/serve/package.json``) connects with the panel's snippet, and on a loopback model server gets a denial and its
+note back from the panel.
 """
 
 from __future__ import annotations
@@ -17,12 +19,17 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
-from kernel_client import Cell, KernelSession, button_description, kernel_fixtures
+import serve_clients
+from anthropic_server import messages_events
+from kernel_client import Cell, KernelSession, button_description, kernel_fixtures, widget_state
+from openai_server import Received, Reply, ScriptedServer
+from serve_clients import CLAUDE, NODE
 
 from agentkernel.jupyter.serve import SERVE_TEXT
 
@@ -69,19 +76,25 @@ async def client(url: str, headers: dict[str, str]) -> AsyncIterator[Client]:
         yield c
 
 
-def button(kernel: KernelSession, description: str, timeout: float = 30) -> str:
-    """The comm id of the newest Button with this description, waiting for one. Widgets a served call makes
-    after the serving cell ended are sent with the parent of whatever the kernel handled last, so every cell's
-    messages are searched."""
+def newest(kernel: KernelSession, what: str, found: Callable[[dict], bool], timeout: float = 30,
+           since: float = 0.0) -> str:
+    """The comm id of the newest widget whose comm_open satisfies ``found`` (received after ``since``), waiting for
+    one. Widgets a served call makes after the serving cell ended are sent with the parent of whatever the kernel
+    handled last, so every cell's messages are searched."""
     deadline = time.monotonic() + timeout
     while True:
-        found = [(at, m["content"]["comm_id"]) for messages in list(kernel.iopub.values()) for at, m in messages
-                 if button_description(m) == description]
-        if found:
-            return max(found)[1]
+        opened = [(at, m["content"]["comm_id"]) for messages in list(kernel.iopub.values()) for at, m in messages
+                  if at > since and found(m)]
+        if opened:
+            return max(opened)[1]
         if time.monotonic() > deadline:
-            raise TimeoutError(f"no {description} button")
+            raise TimeoutError(f"no {what}")
         kernel.pump(0.02)
+
+
+def button(kernel: KernelSession, description: str, timeout: float = 30, since: float = 0.0) -> str:
+    """The comm id of the newest Button with this description (see :func:`newest`)."""
+    return newest(kernel, f"{description} button", lambda m: button_description(m) == description, timeout, since)
 
 
 def text(result: Any) -> str:
@@ -300,25 +313,38 @@ def test_gemini_cli_connects_with_the_panels_snippet_and_not_with_a_wrong_token(
     assert kernel.value("_agent_serve.server.rejected") > 0 and kernel.value("_agent_serve.calls") == []
 
 
-def test_claude_code_adds_the_panels_snippet_connects_and_lists_the_tools(kernel, serve, tmp_path):
-    claude = os.environ.get("AGENTKERNEL_CLAUDE_CLI") or shutil.which("claude")
-    if not claude:
-        pytest.skip("Claude Code is not installed (npm install @anthropic-ai/claude-code; AGENTKERNEL_CLAUDE_CLI=its "
-                    "path)")
+def claude_env(home: Path, **extra: str) -> dict[str, str]:
+    """Claude Code's environment: its configuration in ``home``, no update check, telemetry or other traffic."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE"))}
+    return {**env, "HOME": str(home), "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1",
+            "DISABLE_ERROR_REPORTING": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", **extra}
+
+
+def test_claude_code_connects_with_the_panels_snippet_and_not_with_a_wrong_token(kernel, serve, tmp_path):
+    serve_clients.need(NODE, CLAUDE)
     serve()
     snippet = kernel.value("__import__('agentkernel.jupyter.serve', fromlist=['snippets']).snippets("
                            "_agent_serve.url, _agent_serve.headers['Authorization'].split()[1])")["Claude Code"]
     words = shlex.split(snippet)
     assert words[:2] == ["claude", "mcp"]
-    env = {**os.environ, "HOME": str(tmp_path)}  # its configuration goes to this test's own ~/.claude.json
-    added = subprocess.run([claude, *words[1:]], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                           stdin=subprocess.DEVNULL)
+    claude = [str(NODE), str(CLAUDE)]
+    env = claude_env(tmp_path)  # its configuration goes to this test's own ~/.claude.json
+    added = subprocess.run([*claude, *words[1:]], env=env, cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120, stdin=subprocess.DEVNULL)
     assert added.returncode == 0, added.stderr
-    listed = subprocess.run([claude, "mcp", "list"], env=env, cwd=tmp_path, capture_output=True, text=True,
+    listed = subprocess.run([*claude, "mcp", "list"], env=env, cwd=tmp_path, capture_output=True, text=True,
                             timeout=120, stdin=subprocess.DEVNULL)
     assert "notebook: " in listed.stdout and "Connected" in listed.stdout, listed.stdout + listed.stderr
-    assert any(name.startswith("claude-code") for name in kernel.value("list(_agent_serve.server.clients)"))
     assert kernel.value("_agent_serve.server.rejected") == 0
+    wrong = [w.replace(words[-1].split()[-1], "wrong") if w.startswith("Authorization") else w for w in words]
+    home = tmp_path / "wrong"
+    home.mkdir()
+    assert subprocess.run([*claude, *wrong[1:]], env=claude_env(home), cwd=home, capture_output=True,
+                          timeout=120, stdin=subprocess.DEVNULL).returncode == 0
+    listed = subprocess.run([*claude, "mcp", "list"], env=claude_env(home), cwd=home, capture_output=True,
+                            text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert "notebook: " in listed.stdout and "Connected" not in listed.stdout, listed.stdout + listed.stderr
+    assert kernel.value("_agent_serve.server.rejected") > 0 and kernel.value("_agent_serve.calls") == []
 
 
 def test_a_side_effect_waits_for_an_awaiting_cell_and_a_read_runs_at_its_awaits(kernel, serve):
@@ -355,3 +381,71 @@ def test_a_port_in_use_or_a_bad_one_is_one_line(kernel):
     assert "--port needs a port number" in error["evalue"] and "\n" not in error["evalue"]
     assert kernel.run("%agent_serve").status == "ok"  # nothing was left half started
     kernel.ok("%agent_serve stop")
+
+
+class CallingModel(ScriptedServer):
+    """A loopback Anthropic Messages server playing the model behind Claude Code: while no tool result has come
+    back it asks for ``run_python`` on the served notebook, then it answers in text. It keeps every request."""
+
+    CALL = "mcp__notebook__run_python"
+
+    def next_reply(self, received: Received) -> Reply:
+        with self._lock:
+            self.requests.append(received)
+        names = [t.get("name") for t in received.body.get("tools", [])]
+        if self.CALL in names and not tool_results(received):
+            return Reply(messages_events(calls=[("toolu_served_1", self.CALL,
+                                                 ['{"code": "ran.append(', "'from claude'); 6 * 7\"}"])]))
+        return Reply(messages_events(texts=["the user denied it; I will not retry"]))
+
+
+def tool_results(received: Received) -> list[dict]:
+    """The ``tool_result`` blocks of a request's last message."""
+    messages = received.body.get("messages") or [{}]
+    content = messages[-1].get("content")
+    return [c for c in content if c.get("type") == "tool_result"] if isinstance(content, list) else []
+
+
+def test_claude_code_on_a_loopback_model_asks_in_the_panel_and_gets_the_denial_and_its_note_back(kernel, serve,
+                                                                                                 tmp_path):
+    """End to end, with the click as a comm message: Claude Code, configured with the panel's snippet, lists the
+    served tools for its model; the model's ``run_python`` waits for the panel, Deny with a note refuses it, and
+    the model's next request carries the denial and the note as the tool's error."""
+    serve_clients.need(NODE, CLAUDE)
+    serve("--tools run_python,list_variables,inspect_variable")
+    snippet = kernel.value("__import__('agentkernel.jupyter.serve', fromlist=['snippets']).snippets("
+                           "_agent_serve.url, _agent_serve.headers['Authorization'].split()[1])")["Claude Code"]
+    claude = [str(NODE), str(CLAUDE)]
+    note = "use the parquet file instead"
+    with CallingModel() as model:
+        env = claude_env(tmp_path, ANTHROPIC_BASE_URL=model.url.removesuffix("/v1"), ANTHROPIC_API_KEY="sk-ant-test")
+        added = subprocess.run([*claude, *shlex.split(snippet)[1:]], env=env, cwd=tmp_path, capture_output=True,
+                               text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert added.returncode == 0, added.stderr
+        began = time.monotonic()  # a Deny button or note box of an earlier test is not this call's
+        agent = subprocess.Popen([*claude, "-p", "compute 6 * 7 in the notebook", "--output-format", "json",
+                                  "--allowedTools", CallingModel.CALL], env=env, cwd=tmp_path, text=True,
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            deny = button(kernel, "Deny", timeout=120, since=began)
+            box = newest(kernel, "note box", lambda m: m["msg_type"] == "comm_open"
+                         and widget_state(m).get("_model_name") == "TextModel", since=began)
+            assert kernel.value("ran") == []  # the call waits for the panel
+            kernel.set_state(box, value=note)  # what typing into the box sends
+            kernel.click(deny)
+            out, err = agent.communicate(timeout=120)
+        finally:
+            if agent.poll() is None:
+                agent.kill()
+                agent.wait()
+    assert agent.returncode == 0, out + err
+    first = next(r for r in model.requests if CallingModel.CALL in [t.get("name") for t in r.body.get("tools", [])])
+    served = {t["name"] for t in first.body["tools"] if t["name"].startswith("mcp__notebook__")}
+    assert served == {"mcp__notebook__run_python", "mcp__notebook__list_variables",
+                      "mcp__notebook__inspect_variable"}  # the CLI listed the served tools for its model
+    [result] = [r for req in model.requests for r in tool_results(req)]
+    said = json.dumps(result["content"])
+    assert result["tool_use_id"] == "toolu_served_1" and result.get("is_error") is True, result
+    assert "denied by the user" in said and note in said, said
+    assert kernel.value("ran") == []
+    assert kernel.value("[(c.name, c.status) for c in _agent_serve.calls]") == [["run_python", "denied"]]

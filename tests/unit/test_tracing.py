@@ -77,7 +77,7 @@ def test_one_tree_per_run_with_a_span_per_request_and_per_call() -> None:
     assert all(s.parent is not None and s.parent.span_id == run.context.span_id for s in spans if s is not run)
     chats = [s for s in spans if s.attributes["gen_ai.operation.name"] == "chat"]
     tools = [s for s in spans if s.attributes["gen_ai.operation.name"] == "execute_tool"]
-    turns = [s for s in chats if s.attributes["agentkernel.request.purpose"] == "turn"]
+    turns = [s for s in chats if "agentkernel.request.purpose" not in s.attributes]  # (summaries say so)
     assert len(turns) == result.rounds and len(chats) >= len(turns)  # (and a summary request, if compaction asked)
     assert len(tools) == 6  # a, b (in parallel), write (denied), c, d, d
     a, b = tools[0], tools[1]
@@ -91,13 +91,12 @@ def test_one_tree_per_run_with_a_span_per_request_and_per_call() -> None:
 
 def test_chat_spans_hold_usage_finish_reason_and_the_model() -> None:
     spans, result = _busy_run()
-    turns = [s for s in spans if s.name.startswith("chat ")
-             and s.attributes["agentkernel.request.purpose"] == "turn"]
+    turns = [s for s in spans if s.name.startswith("chat ") and "agentkernel.request.purpose" not in s.attributes]
     first = turns[0].attributes
     assert first["gen_ai.request.model"] == "scripted" and first["gen_ai.provider.name"]
     assert first["gen_ai.response.finish_reasons"] == ("tool_calls",)
-    assert first["gen_ai.usage.output_tokens"] > 0 and "gen_ai.usage.cache_read.input_tokens" in first
-    assert first["agentkernel.usage.estimated"] is False
+    assert first["gen_ai.usage.output_tokens"] > 0 and first["gen_ai.usage.input_tokens"] >= 0
+    assert "agentkernel.usage.estimated" not in first  # counted by the model, not estimated (said only when so)
     assert sum(s.attributes["gen_ai.usage.output_tokens"] for s in spans if s.name.startswith("chat ")) == (
         result.usage.output_tokens)
 
@@ -111,7 +110,7 @@ def test_tool_spans_say_denial_and_why() -> None:
     ok = [s for s in tools.values() if s.attributes["gen_ai.tool.name"] == "lookup"]
     assert all(s.attributes["agentkernel.tool.status"] == "ok" and s.attributes["gen_ai.tool.type"] == "function"
                for s in ok)
-    assert all(s.attributes["agentkernel.tool.duration"] >= 0 for s in tools.values())
+    assert all(s.end_time >= s.start_time for s in tools.values())  # the span's length is the call's duration
 
 
 def test_stop_is_a_span_event_and_the_cut_call_says_so() -> None:

@@ -106,7 +106,7 @@ def one_line(value: Any, width: int = LINE_WIDTH) -> str:
         if what == "DataFrame":
             return short(redact_text("columns: " + ", ".join(map(str, value.columns))), width)
         if what == "ndarray":
-            return short(redact_text(f"{value.dtype}: " + " ".join(repr(value).split())), width)
+            return short(f"{value.dtype}: " + " ".join(redact_text(repr(value)).split()), width)
         if what == "Series":
             return short(redact_text(f"{value.dtype}, name {value.name!r}"), width)
         if callable(value) and _is_function_like(value):
