@@ -266,7 +266,7 @@ class AgentMagics(Magics):
         self.user_ns["_agent_serve"] = served
         bundle = served.panel.view._repr_mimebundle_()
         bundle["text/plain"] = SERVE_TEXT  # fixed, and without the token: the snippets live in widget state
-        display(bundle, raw=True)
+        served.shown = display(bundle, raw=True, display_id=True)
         if nobody:
             print(f"agentkernel: side-effecting calls are denied at once ({nobody}); --allow-writes runs them")
 

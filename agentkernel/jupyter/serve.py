@@ -31,7 +31,7 @@ from ..secrets import KERNEL
 from ..serve_stdio import TOKEN_ENV
 from ..stop import StopSignal
 from ..tools import Approver, Decision, Tool, ToolCall, Verdict
-from .panel import Panel
+from .panel import Panel, close_tree
 from .plan import RunPlan, RunTools
 
 if TYPE_CHECKING:  # agentkernel.mcp (and pydantic) are imported when a session starts, not at %load_ext
@@ -147,6 +147,10 @@ class ServePanel(Panel):
         self.connection.value = "".join(parts)
         self.flush(now=True)
 
+    def close(self) -> None:
+        super().close()
+        close_tree(self.view)  # the connection's text and the panel, with their layouts and styles
+
     def refresh(self) -> None:
         if self.server is None:
             return super().refresh()
@@ -176,6 +180,16 @@ class ServeSession:
     transcript: str | None = None
     """The JSONL transcript of the session's calls (None with ``%config AgentMagics.transcripts = False``)."""
     started: float = field(default_factory=time.time)
+    shown: Any = None
+    """The serving cell's display of the panel (a ``DisplayHandle``), while the session lasts."""
+
+    def close_view(self) -> None:
+        """The session has ended: its display keeps only the fixed text (a saved notebook holds no view of a dead
+        widget model) and the panel's widgets are closed (the kernel keeps none of an ended session)."""
+        if self.shown is not None:
+            self.shown.update({"text/plain": SERVE_TEXT}, raw=True)
+            self.shown = None
+        self.panel.close()
 
     @property
     def url(self) -> str:
@@ -257,6 +271,7 @@ class KernelServing:
         served.panel(RunFinished(LoopResult("aborted" if stopped else "complete", None, [], detail=why)))
         loop = asyncio.get_running_loop()
         loop.call_later(STOP_GRACE, lambda: loop.create_task(served.server.stop()))
+        loop.call_later(STOP_GRACE, served.close_view)
 
     async def stop(self) -> str:
         """End the current session; what to print."""
@@ -265,6 +280,7 @@ class KernelServing:
             return "no session is serving"
         served.server.session.end("ended with %agent_serve stop")
         await served.server.stop()
+        served.close_view()
         n = len(served.calls)
         return f"the session has ended after {n} call{'s' * (n != 1)}"
 

@@ -27,6 +27,8 @@ import serve_clients
 from kernel_client import Cell, KernelSession, button_description, kernel_fixtures, widget_state
 from serve_clients import CLAUDE, NODE
 
+from agentkernel.jupyter.serve import SERVE_TEXT
+
 pytest.importorskip("mcp")
 import httpx2  # noqa: E402 - after the skip
 from mcp import Client  # noqa: E402
@@ -226,6 +228,24 @@ def test_stop_ends_the_session_and_a_second_serve_is_refused_while_one_runs(kern
     again = kernel.run("%agent_serve")
     assert again.errors and "already serving" in again.errors[0]["evalue"]
     assert kernel.value("_agent_serve.url") == url
+
+
+def test_an_ended_session_leaves_its_fixed_text_and_no_widget(kernel):
+    """The saved serving cell keeps no view of a dead widget model, and the kernel keeps no widget of the session."""
+    kernel.ok("from ipywidgets.widgets.widget import _instances as _widgets\n_before = len(_widgets)")
+    cell = kernel.ok("%agent_serve")
+    (shown,) = [m for m in cell.of_type("display_data") if any("widget-view" in key for key in m["content"]["data"])]
+    display_id = shown["content"]["transient"]["display_id"]  # live while it serves
+    assert kernel.value("len(_widgets) - _before") > 0
+    kernel.ok("%agent_serve stop")
+    deadline = time.monotonic() + 10
+    while kernel.value("len(_widgets) - _before") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert kernel.value("len(_widgets) - _before") == 0
+    updates = [m for messages in list(kernel.iopub.values()) for _, m in messages
+               if m["msg_type"] == "update_display_data"
+               and m["content"]["transient"]["display_id"] == display_id]
+    assert [u["content"]["data"] for u in updates] == [{"text/plain": SERVE_TEXT}]
 
 
 def test_the_stdio_bridge_reaches_the_same_kernel(kernel, serve):
