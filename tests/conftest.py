@@ -2,7 +2,8 @@
 ``kernel/`` starts real kernels through jupyter_client, nbclient or papermill, ``browser/`` drives JupyterLab and
 Notebook 7 in Chromium (marker ``browser``), ``realmodel/`` runs llama.cpp's server with a small real model
 (marker ``realmodel``). ``support/`` holds what they share (the kernel client, the fake OpenAI server, the MCP
-servers), put on ``sys.path`` here; ``jobs/`` and ``mcp/`` are inputs (papermill notebooks, the npm MCP server).
+servers), put on ``sys.path`` here; ``jobs/``, ``mcp/`` and ``serve/`` are inputs (papermill notebooks, the npm MCP
+server, the npm clients of ``%agent_serve``: the conformance suite, Claude Code and Node 22).
 """
 
 import sys

@@ -216,57 +216,45 @@ class MCPServer:
     async def call(self, tool: str, arguments: dict[str, Any]) -> Outcome:
         """Call ``tool`` (its name on the server), starting the server if needed; MCPToolError when the server
         answers with a protocol error or its connection ends."""
+        return outcome(await self._request("answered with an error", "call_tool", tool, arguments), self.name)
+
+    async def _request(self, failed: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``client.<method>(...)``, starting the server if needed; MCPToolError when the server answers with a
+        protocol error (``failed`` says what it could not do), something that is not MCP, or its connection
+        ends."""
         from mcp import MCPError
         from mcp_types import CONNECTION_CLOSED
-        from pydantic import ValidationError
-
-        await self.start()
-        client = self._client
-        try:
-            result = await client.call_tool(tool, arguments)
-        except MCPError as e:
-            if e.code == CONNECTION_CLOSED:
-                self.ended = str(e) or "the connection closed"
-                raise MCPToolError(self._gone()) from None
-            raise MCPToolError(f"MCP server {self.name!r} answered with an error: {e}") from None
-        except ValidationError as e:
-            raise MCPToolError(f"MCP server {self.name!r} sent a result that is not MCP: {e}") from None
-        except OSError as e:  # an HTTP server that went away
-            self.ended = _describe(e)
-            raise MCPToolError(self._gone()) from None
-        return outcome(result, self.name)
-
-    async def _request(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
-        """``client.<method>(...)``, starting the server if needed; MCPToolError saying what failed."""
-        from mcp import MCPError
         from pydantic import ValidationError
 
         await self.start()
         try:
             return await getattr(self._client, method)(*args, **kwargs)
         except MCPError as e:
-            raise MCPToolError(f"MCP server {self.name!r} could not {what}: {e}") from None
+            if e.code == CONNECTION_CLOSED:
+                self.ended = str(e) or "the connection closed"
+                raise MCPToolError(self._gone()) from None
+            raise MCPToolError(f"MCP server {self.name!r} {failed}: {e}") from None
         except ValidationError as e:
-            raise MCPToolError(f"MCP server {self.name!r} sent an answer that is not MCP: {e}") from None
+            raise MCPToolError(f"MCP server {self.name!r} sent a result that is not MCP: {e}") from None
         except OSError as e:  # an HTTP server that went away
             self.ended = _describe(e)
             raise MCPToolError(self._gone()) from None
 
     async def prompts(self) -> list[Any]:
         """The prompts the server offers (the SDK's ``Prompt`` objects; none if it offers no prompts)."""
-        return await self._listed("prompts", "list its prompts", "list_prompts")
+        return await self._listed("prompts", "could not list its prompts", "list_prompts")
 
     async def resources(self) -> list[Any]:
         """The resources the server lists (the SDK's ``Resource`` objects; none if it offers no resources)."""
-        return await self._listed("resources", "list its resources", "list_resources")
+        return await self._listed("resources", "could not list its resources", "list_resources")
 
     async def get_prompt(self, name: str, arguments: dict[str, str]) -> Any:
         """The server's prompt ``name`` filled in with ``arguments`` (a ``GetPromptResult``)."""
-        return await self._request(f"give its prompt {name!r}", "get_prompt", name, arguments)
+        return await self._request(f"could not give its prompt {name!r}", "get_prompt", name, arguments)
 
     async def read_resource(self, uri: str) -> Any:
         """The contents of resource ``uri`` (a ``ReadResourceResult``)."""
-        return await self._request(f"read {uri!r}", "read_resource", uri)
+        return await self._request(f"could not read {uri!r}", "read_resource", uri)
 
     async def _listed(self, capability: str, what: str, method: str) -> list[Any]:
         await self.start()

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
-import subprocess
 from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
@@ -23,7 +21,7 @@ import pytest
 import serve_clients
 from flows import NOTES, SETUP, start_slow_run
 from lab import MEASUREMENTS, LabServer, NotebookPage, write_notebook
-from serve_clients import CLAUDE, NODE, CallingModel, claude_env, tool_results
+from serve_clients import CLAUDE, NODE
 
 # Skip (not fail collection) where the browser extra is not installed.
 expect = pytest.importorskip("playwright.sync_api").expect
@@ -295,29 +293,15 @@ def test_claude_code_with_the_panels_snippet_asks_in_the_panel_and_gets_deny_wit
     expect(nb.status(1)).to_contain_text("serving")
     snippet = nb.output(1).locator("details").filter(has_text="Claude Code").locator("pre").text_content()
     assert snippet and snippet.startswith("claude mcp add --transport http notebook http://127.0.0.1:"), snippet
-    claude = [str(NODE), str(CLAUDE)]
-    with CallingModel() as model:
-        env = claude_env(tmp_path, ANTHROPIC_BASE_URL=model.url.removesuffix("/v1"), ANTHROPIC_API_KEY="sk-ant-test")
-        added = subprocess.run([*claude, *shlex.split(snippet)[1:]], env=env, cwd=tmp_path, capture_output=True,
-                               text=True, timeout=120, stdin=subprocess.DEVNULL)
-        assert added.returncode == 0, added.stderr
-        agent = subprocess.Popen([*claude, "-p", "compute 6 * 7 in the notebook", "--output-format", "json",
-                                  "--allowedTools", CallingModel.CALL], env=env, cwd=tmp_path, text=True,
-                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            box = nb.output(1).get_by_placeholder("Deny with a note")
-            expect(box).to_be_enabled(timeout=120_000)
-            expect(nb.output(1)).to_contain_text("ran.append('from claude')")  # the code to approve
-            nb.shot("serve-1-asking", 1)
-            box.fill(flows.NOTE)
-            nb.button(1, "Deny").click()
-            out, err = agent.communicate(timeout=120)
-        finally:
-            if agent.poll() is None:
-                agent.kill()
-                agent.wait()
-    assert agent.returncode == 0, out + err
-    [result] = [r for request in model.requests for r in tool_results(request)]
+    with serve_clients.claude_on_a_loopback_model(snippet, tmp_path) as (model, agent):
+        box = nb.output(1).get_by_placeholder("Deny with a note")
+        expect(box).to_be_enabled(timeout=120_000)
+        expect(nb.output(1)).to_contain_text("ran.append('from claude')")  # the code to approve
+        nb.shot("serve-1-asking", 1)
+        box.fill(flows.NOTE)
+        nb.button(1, "Deny").click()
+        served, result = serve_clients.finished(model, agent)
+    assert "mcp__notebook__run_python" in served
     said = json.dumps(result["content"])
     assert result.get("is_error") is True and f"denied by the user: {flows.NOTE}" in said, said
     expect(nb.status(1)).to_contain_text("1 denied")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from typing import Any
 import pytest
 import serve_clients
 from kernel_client import Cell, KernelSession, button_description, kernel_fixtures, widget_state
-from serve_clients import CLAUDE, NODE, CallingModel, claude_env, tool_results
+from serve_clients import CLAUDE, NODE
 
 from agentkernel.jupyter.serve import SERVE_TEXT
 
@@ -275,6 +274,12 @@ def test_the_stdio_bridge_without_a_token_says_how():
     assert done.returncode == 2 and "AGENTKERNEL_TOKEN is not set" in done.stderr and done.stdout == ""
 
 
+def panel_snippet(kernel: KernelSession, client: str) -> str:
+    """The snippet the serving cell's panel shows for ``client``, with the token written in."""
+    return kernel.value("__import__('agentkernel.jupyter.serve', fromlist=['snippets']).snippets("
+                        f"_agent_serve.url, _agent_serve.headers['Authorization'].split()[1])[{client!r}]")
+
+
 def gemini_cli() -> str:
     """Gemini CLI (npm ``@google/gemini-cli``), from ``$AGENTKERNEL_GEMINI_CLI`` or PATH; skip without it (it is not
     among the packages scripts/test.sh installs: it is large, and only this test uses it)."""
@@ -287,9 +292,7 @@ def gemini_cli() -> str:
 def test_gemini_cli_connects_with_the_panels_snippet_and_not_with_a_wrong_token(kernel, serve, tmp_path):
     gemini = gemini_cli()
     _, url, headers = serve()
-    snippet = kernel.value("__import__('agentkernel.jupyter.serve', fromlist=['snippets']).snippets("
-                           "_agent_serve.url, _agent_serve.headers['Authorization'].split()[1])")
-    settings = json.loads(snippet["Gemini CLI (~/.gemini/settings.json)"])
+    settings = json.loads(panel_snippet(kernel, "Gemini CLI (~/.gemini/settings.json)"))
     assert settings["mcpServers"]["notebook"]["httpUrl"] == url
 
     def listed(settings: dict) -> str:
@@ -313,26 +316,15 @@ def test_gemini_cli_connects_with_the_panels_snippet_and_not_with_a_wrong_token(
 def test_claude_code_connects_with_the_panels_snippet_and_not_with_a_wrong_token(kernel, serve, tmp_path):
     serve_clients.need(NODE, CLAUDE)
     serve()
-    snippet = kernel.value("__import__('agentkernel.jupyter.serve', fromlist=['snippets']).snippets("
-                           "_agent_serve.url, _agent_serve.headers['Authorization'].split()[1])")["Claude Code"]
-    words = shlex.split(snippet)
-    assert words[:2] == ["claude", "mcp"]
-    claude = [str(NODE), str(CLAUDE)]
-    env = claude_env(tmp_path)  # its configuration goes to this test's own ~/.claude.json
-    added = subprocess.run([*claude, *words[1:]], env=env, cwd=tmp_path, capture_output=True, text=True,
-                           timeout=120, stdin=subprocess.DEVNULL)
-    assert added.returncode == 0, added.stderr
-    listed = subprocess.run([*claude, "mcp", "list"], env=env, cwd=tmp_path, capture_output=True, text=True,
-                            timeout=120, stdin=subprocess.DEVNULL)
+    snippet = panel_snippet(kernel, "Claude Code")
+    right, wrong = tmp_path / "right", tmp_path / "wrong"  # each its own ~/.claude.json
+    for home, text in ((right, snippet), (wrong, snippet.replace(snippet.split()[-1], 'wrong"'))):
+        home.mkdir()
+        serve_clients.add_snippet(text, home)
+    listed = serve_clients.claude("mcp", "list", home=right)
     assert "notebook: " in listed.stdout and "Connected" in listed.stdout, listed.stdout + listed.stderr
     assert kernel.value("_agent_serve.server.rejected") == 0
-    wrong = [w.replace(words[-1].split()[-1], "wrong") if w.startswith("Authorization") else w for w in words]
-    home = tmp_path / "wrong"
-    home.mkdir()
-    assert subprocess.run([*claude, *wrong[1:]], env=claude_env(home), cwd=home, capture_output=True,
-                          timeout=120, stdin=subprocess.DEVNULL).returncode == 0
-    listed = subprocess.run([*claude, "mcp", "list"], env=claude_env(home), cwd=home, capture_output=True,
-                            text=True, timeout=120, stdin=subprocess.DEVNULL)
+    listed = serve_clients.claude("mcp", "list", home=wrong)
     assert "notebook: " in listed.stdout and "Connected" not in listed.stdout, listed.stdout + listed.stderr
     assert kernel.value("_agent_serve.server.rejected") > 0 and kernel.value("_agent_serve.calls") == []
 
@@ -380,40 +372,21 @@ def test_claude_code_on_a_loopback_model_asks_in_the_panel_and_gets_the_denial_a
     the model's next request carries the denial and the note as the tool's error."""
     serve_clients.need(NODE, CLAUDE)
     serve("--tools run_python,list_variables,inspect_variable")
-    snippet = kernel.value("__import__('agentkernel.jupyter.serve', fromlist=['snippets']).snippets("
-                           "_agent_serve.url, _agent_serve.headers['Authorization'].split()[1])")["Claude Code"]
-    claude = [str(NODE), str(CLAUDE)]
     note = "use the parquet file instead"
-    with CallingModel() as model:
-        env = claude_env(tmp_path, ANTHROPIC_BASE_URL=model.url.removesuffix("/v1"), ANTHROPIC_API_KEY="sk-ant-test")
-        added = subprocess.run([*claude, *shlex.split(snippet)[1:]], env=env, cwd=tmp_path, capture_output=True,
-                               text=True, timeout=120, stdin=subprocess.DEVNULL)
-        assert added.returncode == 0, added.stderr
-        began = time.monotonic()  # a Deny button or note box of an earlier test is not this call's
-        agent = subprocess.Popen([*claude, "-p", "compute 6 * 7 in the notebook", "--output-format", "json",
-                                  "--allowedTools", CallingModel.CALL], env=env, cwd=tmp_path, text=True,
-                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            deny = button(kernel, "Deny", timeout=120, since=began)
-            box = newest(kernel, "note box", lambda m: m["msg_type"] == "comm_open"
-                         and widget_state(m).get("_model_name") == "TextModel", since=began)
-            assert kernel.value("ran") == []  # the call waits for the panel
-            kernel.set_state(box, value=note)  # what typing into the box sends
-            kernel.click(deny)
-            out, err = agent.communicate(timeout=120)
-        finally:
-            if agent.poll() is None:
-                agent.kill()
-                agent.wait()
-    assert agent.returncode == 0, out + err
-    first = next(r for r in model.requests if CallingModel.CALL in [t.get("name") for t in r.body.get("tools", [])])
-    served = {t["name"] for t in first.body["tools"] if t["name"].startswith("mcp__notebook__")}
+    began = time.monotonic()  # a Deny button or note box of an earlier test is not this call's
+    with serve_clients.claude_on_a_loopback_model(panel_snippet(kernel, "Claude Code"), tmp_path) as (model, agent):
+        deny = button(kernel, "Deny", timeout=120, since=began)
+        box = newest(kernel, "note box", lambda m: m["msg_type"] == "comm_open"
+                     and widget_state(m).get("_model_name") == "TextModel", since=began)
+        assert kernel.value("ran") == []  # the call waits for the panel
+        kernel.set_state(box, value=note)  # what typing into the box sends
+        kernel.click(deny)
+        served, result = serve_clients.finished(model, agent)
     assert served == {"mcp__notebook__run_python", "mcp__notebook__list_variables",
                       "mcp__notebook__inspect_variable"}  # the CLI listed the served tools for its model
-    [result] = [r for req in model.requests for r in tool_results(req)]
     said = json.dumps(result["content"])
     assert result["tool_use_id"] == "toolu_served_1" and result.get("is_error") is True, result
-    assert "denied by the user" in said and note in said, said
+    assert f"denied by the user: {note}" in said, said
     assert kernel.value("ran") == []
     assert kernel.value("[(c.name, c.status) for c in _agent_serve.calls]") == [["run_python", "denied"]]
     clients = kernel.value("list(_agent_serve.server.clients)")

@@ -13,10 +13,13 @@ and ``Origin`` (a forged ``Host`` or ``Origin`` passes through unchanged, for th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import shlex
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,3 +184,47 @@ def tool_results(received: Received) -> list[dict]:
     messages = received.body.get("messages") or [{}]
     content = messages[-1].get("content")
     return [c for c in content if c.get("type") == "tool_result"] if isinstance(content, list) else []
+
+
+def claude(*args: str, home: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run Claude Code (``claude ARGS``) with its configuration in ``home``, to its end."""
+    return subprocess.run([str(NODE), str(CLAUDE), *args], env=claude_env(home, **env), cwd=home,
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def add_snippet(snippet: str, home: Path, **env: str) -> None:
+    """Run the panel's ``claude mcp add ...`` snippet as a user pastes it."""
+    words = shlex.split(snippet)
+    assert words[:3] == ["claude", "mcp", "add"], snippet
+    added = claude(*words[1:], home=home, **env)
+    assert added.returncode == 0, added.stderr
+
+
+@contextlib.contextmanager
+def claude_on_a_loopback_model(snippet: str, home: Path) -> Iterator[tuple[CallingModel, subprocess.Popen[str]]]:
+    """Claude Code configured with the panel's ``snippet`` and started headless (``claude -p``, ``run_python``
+    allowed on its side) against a :class:`CallingModel`; killed on exit if it still runs."""
+    with CallingModel() as model:
+        env = {"ANTHROPIC_BASE_URL": model.url.removesuffix("/v1"), "ANTHROPIC_API_KEY": "sk-ant-test"}
+        add_snippet(snippet, home, **env)
+        agent = subprocess.Popen([str(NODE), str(CLAUDE), "-p", "compute 6 * 7 in the notebook", "--output-format",
+                                  "json", "--allowedTools", CallingModel.CALL], env=claude_env(home, **env),
+                                 cwd=home, text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+        try:
+            yield model, agent
+        finally:
+            if agent.poll() is None:
+                agent.kill()
+                agent.wait()
+
+
+def finished(model: CallingModel, agent: subprocess.Popen[str]) -> tuple[set[str], dict[str, Any]]:
+    """Once Claude Code ends (with success): the served tools its model was sent, and the one tool result the
+    model got back."""
+    out, err = agent.communicate(timeout=120)
+    assert agent.returncode == 0, out + err
+    first = next(r for r in model.requests if CallingModel.CALL in [t.get("name") for t in r.body.get("tools", [])])
+    served = {t["name"] for t in first.body["tools"] if t["name"].startswith("mcp__notebook__")}
+    [result] = [r for request in model.requests for r in tool_results(request)]
+    return served, result
