@@ -3,7 +3,8 @@
 A run is an ``invoke_agent`` span; each model request a ``chat`` span and each tool call an ``execute_tool`` span
 under it (one trace per run), with the attributes of the OpenTelemetry semantic conventions for generative AI
 (:data:`SEMCONV`) and a few of our own (``agentkernel.*``: the cost, estimated usage, a call's status, denial and
-cut). Guard trips, budget stops, compactions, Stop and interrupts are span events of the run's span.
+cut). Guard trips, budget stops, compactions, Stop and interrupts are span events of the run's span. A
+``%agent_serve`` session is a trace of its own (:class:`SessionSpans`).
 
 Off until asked: :func:`wanted` says whether the standard environment (``OTEL_EXPORTER_OTLP_ENDPOINT``,
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, ``OTEL_TRACES_EXPORTER``), our own switch (``%config AgentMagics.tracing =
@@ -282,6 +283,43 @@ class RunSpans:
         self.run.end()
         self.run = None
 
+
+class SessionSpans(RunSpans):
+    """A listener of one ``%agent_serve`` session's events that makes its spans, a trace of its own: an
+    ``agentkernel.serve`` span (kind ``SERVER``) from now to the session's end (:class:`RunFinished`), and under it an
+    ``execute_tool`` span per served call, as a run's."""
+
+    def __init__(self, session_id: str, tools: list[str], *, provider: Any = None, content: bool | None = None):
+        super().__init__(None, provider=provider, content=content)
+        from opentelemetry.context import Context
+
+        self.run_id = session_id
+        self.run = self.tracer.start_span("agentkernel.serve", context=Context(), kind=self._trace.SpanKind.SERVER,
+                                          attributes={"gen_ai.conversation.id": session_id,
+                                                      "agentkernel.serve.tools": tools})
+        self.context = self._trace.set_span_in_context(self.run)
+        self.served = 0
+        self.ending: Any = None  # the session's end, told while a call was still open
+
+    def _call_finished(self, event: ToolCallFinished) -> None:
+        self.served += 1
+        super()._call_finished(event)
+        if self.ending is not None and not self.calls:
+            self._end(self.ending)
+
+    def _finish(self, event: RunFinished) -> None:
+        # Stop ends the session before the call it cuts says how it ended: the session's span waits for it.
+        self.ending = event.result
+        if not self.calls:
+            self._end(event.result)
+
+    def _end(self, result: Any) -> None:
+        if result.status == "aborted":
+            self.run.add_event("agentkernel.stop", {"agentkernel.detail": _cut(result.detail, 500)})
+        self.run.set_attributes({"agentkernel.status": result.status, "agentkernel.detail": _cut(result.detail, 500),
+                                 "agentkernel.tool_calls": self.served})
+        self.run.end()
+        self.run = None
 
 CANCELLED = Trip("aborted", "the run was cancelled").detail
 """The detail of a run cancelled from outside (the kernel's interrupt, a second interrupt): an interrupt."""

@@ -24,9 +24,7 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as widgets
 
 from ..errors import AgentConfigError
-from ..events import RunFinished
 from ..record.transcript import Transcript, transcript_dir
-from ..result import LoopResult
 from ..secrets import KERNEL
 from ..serve_stdio import TOKEN_ENV
 from ..stop import StopSignal
@@ -235,6 +233,8 @@ class KernelServing:
             raise AgentConfigError(f"a session is already serving at {self.current.url}: %agent_serve stop ends it")
         from ..mcp.serving import MCPHTTPServer
         from ..mcp.session import ServedSession
+        from ..tracing import SessionSpans
+        from ..tracing import wanted as tracing_wanted
 
         await tools.start()
         stop = StopSignal()
@@ -256,6 +256,8 @@ class KernelServing:
         except BaseException:
             cells.close()
             raise
+        if tracing_wanted(plan.options.tracing):  # (once the server is up: a session that never served is no tree)
+            session.listeners.append(SessionSpans(session.session_id, [t.name for t in session.tools]))
         served = ServeSession(server, panel, str(path) if path else None)
         session.on_end = lambda why: self._ended(served, why)
         panel.connect(server)
@@ -267,8 +269,6 @@ class KernelServing:
         after (so that the call it cut still gets its error result)."""
         if served.panel.cells is not None:
             served.panel.cells.close()
-        stopped = served.server.session.stop.is_set()
-        served.panel(RunFinished(LoopResult("aborted" if stopped else "complete", None, [], detail=why)))
         loop = asyncio.get_running_loop()
         loop.call_later(STOP_GRACE, lambda: loop.create_task(served.server.stop()))
         loop.call_later(STOP_GRACE, served.close_view)

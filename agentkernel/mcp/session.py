@@ -14,14 +14,15 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..events import Event, Listeners, ToolCallFinished, ToolCallStarted
+from ..events import Event, Listeners, RunFinished, ToolCallFinished, ToolCallStarted
 from ..guards import GuardConfig, NoProgressGuard, RepeatedCallGuard
 from ..record import history as h
 from ..record.transcript import Transcript
+from ..result import LoopResult
 from ..stop import StopSignal
 from ..tools import Approver, Tool, ToolCall, ToolResult, ToolRunner
 from ..usage import Limits
@@ -56,8 +57,10 @@ class ServedSession:
     """The tools one served session offers and the record of its calls.
 
     ``approve`` asks about side-effecting calls exactly as in a ``%%agent`` run (the serving cell's panel, or a
-    denial nobody decided); ``on_event`` is told :class:`~agentkernel.events.ToolCallStarted` /
-    :class:`~agentkernel.events.ToolCallFinished` as a run's listeners are.
+    denial nobody decided); ``on_event`` (a listener, or a list of them) is told
+    :class:`~agentkernel.events.ToolCallStarted` / :class:`~agentkernel.events.ToolCallFinished` as a run's listeners
+    are, and :class:`~agentkernel.events.RunFinished` once, when the session ends (``aborted`` after Stop, else
+    ``complete``; its detail says why).
     """
 
     tools: list[Tool]
@@ -65,7 +68,7 @@ class ServedSession:
     limits: Limits = field(default_factory=Limits)
     guards: GuardConfig = field(default_factory=GuardConfig)
     stop: StopSignal = field(default_factory=StopSignal)
-    on_event: Callable[[Event], None] | None = None
+    on_event: Callable[[Event], None] | Iterable[Callable[[Event], None]] | None = None
     transcript: Transcript | None = None
     on_end: Callable[[str], None] | None = None
     """Told why, once, when the session ends."""
@@ -78,7 +81,8 @@ class ServedSession:
     def __post_init__(self) -> None:
         self.by_name = {t.name: t for t in self.tools}
         # The one road out: the session's events are redacted on the way, as a run's are.
-        self.listeners = Listeners([] if self.on_event is None else [self.on_event])
+        listeners = [self.on_event] if callable(self.on_event) else self.on_event
+        self.listeners = Listeners(listeners or [])
         self.runner = ToolRunner(self.by_name, self.approve, run_id=self.session_id,
                                  on_start=lambda call: self._emit(ToolCallStarted(call)),
                                  on_finish=lambda result: self._emit(ToolCallFinished(result)))
@@ -226,6 +230,7 @@ class ServedSession:
             self.transcript.write({"event": "end", "run_id": self.session_id, "reason": why})
         if self.on_end is not None:
             self.on_end(why)
+        self._emit(RunFinished(LoopResult("aborted" if self.stop.is_set() else "complete", None, [], detail=why)))
 
     def close(self) -> None:
         self.end("the session was closed")

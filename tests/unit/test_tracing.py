@@ -19,8 +19,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from runtime_helpers import run_sync  # noqa: E402
 
 from agentkernel import Call, GuardConfig, ScriptedModel, StopSignal, Turn, tool  # noqa: E402
+from agentkernel.mcp.session import ServedSession  # noqa: E402
 from agentkernel.secrets import KERNEL, marker  # noqa: E402
-from agentkernel.tracing import RunSpans, wanted  # noqa: E402
+from agentkernel.tracing import RunSpans, SessionSpans, wanted  # noqa: E402
 
 SECRET = "tr4ce-" + "K9x" * 10
 
@@ -199,3 +200,52 @@ def test_a_provider_the_user_set_is_added_to_never_replaced(monkeypatch: pytest.
     run_sync("hello", model=model, on_event=RunSpans(model))
     assert trace.get_tracer_provider() is provider
     assert [s.name for s in exporter.get_finished_spans()] == ["chat scripted", "invoke_agent agentkernel"]
+
+
+def test_a_served_session_is_a_tree_of_its_own_with_a_span_per_call() -> None:
+    """Under a span of the user's, and beside a run, a session's spans are one trace of their own: its calls (one
+    ok, one denied, one leaking the secret, one cut by Stop) under the session's span, content redacted."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+
+    @tool
+    async def slow() -> str:
+        """Take long (Stop cuts it)."""
+        await asyncio.sleep(10)
+        return "late"
+
+    async def serve() -> ServedSession:
+        with provider.get_tracer("user").start_as_current_span("the user's cell"):
+            session = ServedSession([lookup, write, leak, slow], lambda call, t: False)
+            session.listeners.append(SessionSpans(session.session_id, ["lookup", "write", "leak", "slow"],
+                                                  provider=provider, content=True))
+            session.start()
+            await session.call("lookup", json.dumps({"key": SECRET}))
+            await session.call("write", '{"n": 1}')
+            await session.call("leak", "{}")
+            asyncio.get_running_loop().call_later(0.05, session.stop.set)
+            await session.call("slow", "{}")
+            session.close()
+        return session
+
+    KERNEL.add(SECRET, name="TRACE_TOKEN")
+    try:
+        session = asyncio.run(serve())
+    finally:
+        KERNEL.clear()
+    spans = [s for s in exporter.get_finished_spans() if s.name != "the user's cell"]
+    (root,) = [s for s in spans if s.name == "agentkernel.serve"]
+    assert root.parent is None and root.kind == trace.SpanKind.SERVER  # not under the user's span: a tree of its own
+    assert {s.context.trace_id for s in spans} == {root.context.trace_id}
+    calls = [s for s in spans if s is not root]
+    assert [s.name for s in calls] == ["execute_tool lookup", "execute_tool write", "execute_tool leak",
+                                       "execute_tool slow"]
+    assert all(s.parent is not None and s.parent.span_id == root.context.span_id for s in calls)
+    assert [s.attributes["agentkernel.tool.status"] for s in calls] == [c.status for c in session.calls]
+    assert calls[1].attributes["agentkernel.tool.denied"] is True and calls[3].attributes["agentkernel.tool.cut"]
+    assert root.attributes["gen_ai.conversation.id"] == session.session_id
+    assert root.attributes["agentkernel.status"] == "aborted" and root.attributes["agentkernel.tool_calls"] == 4
+    assert [e.name for e in root.events] == ["agentkernel.stop"]
+    text = _all_values(spans)
+    assert SECRET not in text and marker("TRACE_TOKEN") in text
