@@ -22,7 +22,8 @@ import json
 import os
 import sys
 import threading
-from typing import Any
+from time import time_ns
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from .endings import Trip
@@ -38,6 +39,9 @@ from .events import (
     UsageUpdated,
 )
 from .extras import needs
+
+if TYPE_CHECKING:
+    from .tools import ToolCall
 
 SEMCONV = "1.44"
 """The revision of the semantic conventions whose GenAI attributes the spans follow (as
@@ -142,123 +146,136 @@ class RunSpans:
         self.run: Any = None
         self.run_id = ""
         self.context: Any = None
-        self.chat: Any = None
-        self.calls: dict[str, Any] = {}
+        self.chat_name = f"chat {self.model}"
+        self.chat_attributes: dict[str, Any] = {}
+        self.chat: int | None = None
+        """When the open request began (``time.time_ns()``)."""
+        self.calls: dict[str, tuple[int, ToolCall]] = {}
+        """The open calls, by id: when each began, and the call."""
+        self._handlers: dict[type, Any] = {
+            RunStarted: self._start, RoundStarted: self._round, UsageUpdated: self._usage,
+            ToolCallStarted: self._call_started, ToolCallFinished: self._call_finished,
+            ItemCommitted: self._user_item, ContextCompacted: self._compaction, RunFinished: self._finish}
 
     def __call__(self, event: Event) -> None:
-        if isinstance(event, RunStarted):
-            self._start(event)
-        elif self.run is None:
-            return
-        elif isinstance(event, RoundStarted):
-            self._end_chat()  # (one left open by a response that never said its usage)
-            self.chat = self._span(f"chat {self.model}", "chat")
-        elif isinstance(event, UsageUpdated):
-            self._usage(event)
-        elif isinstance(event, ToolCallStarted):
-            self._call_started(event)
-        elif isinstance(event, ToolCallFinished):
-            self._call_finished(event)
-        elif isinstance(event, ItemCommitted):
-            if self.content and event.item.get("role") == "user":
-                self.run.set_attribute("gen_ai.input.messages", _messages("user", event.item.get("content")))
-        elif isinstance(event, ContextCompacted):
-            c = event.compaction
-            self.run.add_event("agentkernel.compaction", {
-                "agentkernel.compaction.reason": c.reason, "agentkernel.compaction.tokens_before": c.tokens_before,
-                "agentkernel.compaction.tokens_after": c.tokens_after,
-                "agentkernel.compaction.outputs_elided": c.outputs_elided,
-                "agentkernel.compaction.turns_summarised": c.turns_summarised})
-        elif isinstance(event, RunFinished):
-            self._finish(event)
+        handler = self._handlers.get(type(event))  # (most events, the text deltas, need nothing)
+        if handler is not None and (self.run is not None or handler == self._start):
+            handler(event)
+
+    def _user_item(self, event: ItemCommitted) -> None:
+        if self.content and event.item.get("role") == "user":
+            self.run.set_attribute("gen_ai.input.messages", _messages("user", event.item.get("content")))
+
+    def _compaction(self, event: ContextCompacted) -> None:
+        c = event.compaction
+        self.run.add_event("agentkernel.compaction", {
+            "agentkernel.compaction.reason": c.reason, "agentkernel.compaction.tokens_before": c.tokens_before,
+            "agentkernel.compaction.tokens_after": c.tokens_after,
+            "agentkernel.compaction.outputs_elided": c.outputs_elided,
+            "agentkernel.compaction.turns_summarised": c.turns_summarised})
 
     # -- spans --------------------------------------------------------------------------------------------------
+    # A request's and a call's spans have no children, so each is made whole when it ends (started at the time it
+    # began): the SDK checks its attributes once, and no span object lives while the request or the call runs.
 
-    def _span(self, name: str, operation: str, **attributes: Any) -> Any:
-        """A span under the run's. The model and the provider on the run's and the requests' spans only: a tool's
-        span holds what is its own (every attribute costs the SDK a check)."""
-        common: dict[str, Any] = {"gen_ai.operation.name": operation}
-        if operation != "execute_tool":
-            common.update({"gen_ai.provider.name": self.provider, "gen_ai.request.model": self.model,
-                           "gen_ai.conversation.id": self.run_id})
-        if self.server is not None and operation == "chat":
-            common.update({"server.address": self.server[0], "server.port": self.server[1]})
-        return self.tracer.start_span(name, context=self.context, kind=self._trace.SpanKind.CLIENT
-                                      if operation == "chat" else self._trace.SpanKind.INTERNAL,
-                                      attributes={**common, **attributes})
+    def _span(self, name: str, attributes: dict[str, Any], kind: Any, start: int | None = None) -> Any:
+        return self.tracer.start_span(name, context=self.context, kind=kind, attributes=attributes, start_time=start)
 
     def _start(self, event: RunStarted) -> None:
         self.run_id = event.run_id
         self.context = None  # a child of whatever span is current (the user's), else a trace of its own
-        self.run = self._span("invoke_agent agentkernel", "invoke_agent", **{
-            "gen_ai.agent.name": "agentkernel", "gen_ai.agent.id": event.run_id})
+        self.run = self._span("invoke_agent agentkernel", {
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.provider.name": self.provider,
+            "gen_ai.request.model": self.model, "gen_ai.conversation.id": event.run_id,
+            "gen_ai.agent.name": "agentkernel", "gen_ai.agent.id": event.run_id}, self._trace.SpanKind.INTERNAL)
         if self.content and event.system:
             self.run.set_attribute("gen_ai.system_instructions",
                                    json.dumps([{"type": "text", "content": _cut(event.system)}]))
         self.context = self._trace.set_span_in_context(self.run)
+        # What every request's span holds (the model and the provider on the run's and the requests' spans only:
+        # a tool's span holds what is its own, and every attribute costs the SDK a check).
+        self.chat_attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": self.provider,
+                                "gen_ai.request.model": self.model, "gen_ai.conversation.id": self.run_id}
+        if self.server is not None:
+            self.chat_attributes.update({"server.address": self.server[0], "server.port": self.server[1]})
+
+    def _round(self, event: RoundStarted) -> None:
+        self._end_chat()  # (one left open by a response that never said its usage)
+        self.chat = time_ns()
+
+    def _chat(self, attributes: dict[str, Any], start: int | None) -> None:
+        self._span(self.chat_name, {**self.chat_attributes, **attributes}, self._trace.SpanKind.CLIENT,
+                   start).end()
 
     def _usage(self, event: UsageUpdated) -> None:
-        chat = self.chat
-        if chat is None:  # a compaction's summary request (no round): its span ends as it is told
-            chat = self._span(f"chat {self.model}", "chat")
+        start = self.chat  # (None for a compaction's summary request, which has no round: it starts as it is told)
         self.chat = None
         attributes: dict[str, Any] = {"gen_ai.response.finish_reasons": [event.finish_reason or "stop"]}
         usage = event.response
         if usage is not None:  # the counts a response has (cached, cache writes, reasoning: when there were any)
-            attributes.update({"gen_ai.usage.input_tokens": usage.input_tokens,
-                               "gen_ai.usage.output_tokens": usage.output_tokens})
-            for key, value in (("gen_ai.usage.cache_read.input_tokens", usage.cache_read_tokens),
-                               ("gen_ai.usage.cache_creation.input_tokens", usage.cache_write_tokens),
-                               ("gen_ai.usage.reasoning.output_tokens", usage.reasoning_tokens),
-                               ("agentkernel.usage.estimated", usage.estimated)):
-                if value:
-                    attributes[key] = value
+            attributes["gen_ai.usage.input_tokens"] = usage.input_tokens
+            attributes["gen_ai.usage.output_tokens"] = usage.output_tokens
+            if usage.cache_read_tokens:
+                attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cache_read_tokens
+            if usage.cache_write_tokens:
+                attributes["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write_tokens
+            if usage.reasoning_tokens:
+                attributes["gen_ai.usage.reasoning.output_tokens"] = usage.reasoning_tokens
+            if usage.estimated:
+                attributes["agentkernel.usage.estimated"] = True
         if event.purpose != "turn":
             attributes["agentkernel.request.purpose"] = event.purpose
         if event.usage.cost is not None:
             attributes["agentkernel.run.cost"] = event.usage.cost  # the run's cost so far
-        chat.set_attributes(attributes)
-        chat.end()
+        self._chat(attributes, start)
 
-    def _end_chat(self, chat: Any = None) -> None:
-        chat = chat or self.chat
-        if chat is not None:
-            chat.end()
+    def _end_chat(self) -> None:
+        if self.chat is not None:
+            self._chat({}, self.chat)
         self.chat = None
 
     def _call_started(self, event: ToolCallStarted) -> None:
-        call = event.call
-        attributes = {"gen_ai.tool.name": call.name, "gen_ai.tool.call.id": call.call_id,
-                      "gen_ai.tool.type": "function"}
-        if self.content:
-            attributes["gen_ai.tool.call.arguments"] = _cut(call.arguments)
-        self.calls[call.call_id] = self._span(f"execute_tool {call.name}", "execute_tool", **attributes)
+        self.calls[event.call.call_id] = (time_ns(), event.call)
 
     def _call_finished(self, event: ToolCallFinished) -> None:
         result = event.result
-        span = self.calls.pop(result.call_id, None)
-        if span is None:  # never started (a budget, a cut response, Stop): a span of its own, as long as it lasted
-            self._call_started(ToolCallStarted(result.call))
-            span = self.calls.pop(result.call_id)
-        attributes: dict[str, Any] = {"agentkernel.tool.status": result.status}  # (the span's length: its duration)
-        if result.status == "denied":
-            attributes.update({"agentkernel.tool.denied": True, "agentkernel.tool.denial_reason": _cut(result.output)})
-        elif result.status == "aborted":
-            attributes["agentkernel.tool.cut"] = True
+        start, call = self.calls.pop(result.call_id, (None, result.call))  # (None: never started, as a budget,
+        # a cut response or Stop leave a call: a span of its own, as long as it lasted)
+        self._call_span(call, result, start)
+
+    def _call_span(self, call: Any, result: Any, start: int | None) -> None:
+        attributes: dict[str, Any] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
+                                      "gen_ai.tool.call.id": call.call_id, "gen_ai.tool.type": "function"}
         if self.content:
-            attributes["gen_ai.tool.call.result"] = _cut(result.output)
-        if result.status in ("error", "aborted", "not_run"):
-            attributes["error.type"] = result.status
-            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, _cut(result.output, 200)))
-        span.set_attributes(attributes)
+            attributes["gen_ai.tool.call.arguments"] = _cut(call.arguments)
+        status = None
+        if result is not None:  # (None: a call still open when its run was cancelled)
+            attributes["agentkernel.tool.status"] = result.status  # (the span's length: its duration)
+            if result.status == "denied":
+                attributes["agentkernel.tool.denied"] = True
+                attributes["agentkernel.tool.denial_reason"] = _cut(result.output)
+            elif result.status == "aborted":
+                attributes["agentkernel.tool.cut"] = True
+            if self.content:
+                attributes["gen_ai.tool.call.result"] = _cut(result.output)
+            if result.status in ("error", "aborted", "not_run"):
+                attributes["error.type"] = result.status
+                status = self._trace.Status(self._trace.StatusCode.ERROR, _cut(result.output, 200))
+        span = self._span(f"execute_tool {call.name}", attributes, self._trace.SpanKind.INTERNAL, start)
+        if status is not None:
+            span.set_status(status)
         span.end()
+
+    def _end_calls(self) -> None:
+        """End the calls still open (a run cancelled, a session closed) as they were told so far."""
+        for start, call in self.calls.values():
+            self._call_span(call, None, start)
+        self.calls.clear()
 
     def _finish(self, event: RunFinished) -> None:
         result = event.result
         self._end_chat()
-        for span in self.calls.values():  # (a call still open when a run is cancelled)
-            span.end()
-        self.calls.clear()
+        self._end_calls()
         status = result.status
         name = ("agentkernel.guard" if status in GUARDS else "agentkernel.budget" if status in BUDGETS else
                 "agentkernel.interrupt" if status == "aborted" and result.detail == CANCELLED else

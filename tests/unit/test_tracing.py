@@ -112,6 +112,7 @@ def test_tool_spans_say_denial_and_why() -> None:
     assert all(s.attributes["agentkernel.tool.status"] == "ok" and s.attributes["gen_ai.tool.type"] == "function"
                for s in ok)
     assert all(s.end_time >= s.start_time for s in tools.values())  # the span's length is the call's duration
+    assert all(s.end_time - s.start_time >= 10_000_000 for s in ok)  # (lookup sleeps 10 ms)
 
 
 def test_stop_is_a_span_event_and_the_cut_call_says_so() -> None:
