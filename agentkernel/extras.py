@@ -19,7 +19,7 @@ SDKS: dict[str, tuple[str, str]] = {
     "anthropic": ("anthropic: models need the anthropic package", f"pip install '{DISTRIBUTION}[anthropic]'"),
     "mcp": ("MCP servers need the mcp package", f"pip install '{DISTRIBUTION}[mcp]'"),
     "genai_prices": ("a price from genai-prices' data needs the genai-prices package", "pip install genai-prices"),
-    "opentelemetry": ("traces need the OpenTelemetry SDK and its OTLP exporter",
+    "opentelemetry": ("traces need the OpenTelemetry SDK (opentelemetry-sdk) and its OTLP exporter",
                       f"pip install '{DISTRIBUTION}[otel]'"),
 }
 """By the module's import name: what needs it, and the command that installs it."""
