@@ -381,15 +381,18 @@ class AgentMagics(Magics):
         skills = plan.skills(folder)
         for problem in skills.problems:
             self.note(problem)
+        # the tagged cells from the saved file, unless the front end gives them live (brief, on the event loop)
+        saved = options.instructions and not tools.notebook.reads_live()
         return CellSetup(plan, model, prompt, tools, history, clickable,
-                         plan.instructions(folder, tools.notebook.saved_instructions()), skills)
+                         plan.instructions(folder, tools.notebook.saved_instructions() if saved else None), skills)
 
     async def brief(self, setup: CellSetup) -> None:
         """What needs the kernel's event loop before the run: the notebook's tagged cells as the front end has them,
         and an MCP server's prompt (``--prompt``) as the cell's prompt, the cell body after it."""
         options = setup.plan.options
-        if options.instructions and setup.tools.notebook.live:
-            setup.instructions = setup.plan.instructions(os.getcwd(), await setup.tools.notebook.live_instructions())
+        if options.instructions and setup.tools.notebook.reads_live():
+            if (cells := await setup.tools.notebook.live_instructions()) is not None:
+                setup.instructions.append(cells)  # the nearest source: after the files
         if options.mcp_prompt:
             text = KERNEL.current.redact(await setup.tools.mcp.prompt_text())
             setup.prompt = f"{text}\n\n{setup.prompt}" if setup.prompt else text

@@ -271,12 +271,18 @@ class NotebookTools:
         except ValueError:
             return None
 
+    def reads_live(self) -> bool:
+        """Whether the tagged cells are read from the front end (:meth:`live_instructions`): a notebook cell that
+        awaits, where agentkernel's extension has answered in this client session already. (Not a hello of its own:
+        in a front end that neither answers nor closes the comm, that would cost every session's first run its
+        timeout.)"""
+        session = self.request.session
+        return bool(self.live and self.request.cell_id and session and self.bridge.answered_session == session)
+
     async def live_instructions(self) -> Instruction | None:
-        """The tagged cells as the front end has them now (unsaved edits included), where agentkernel's extension
-        has answered in this client session already; else those of the saved notebook. (Not a hello of its own: in a
-        front end that neither answers nor closes the comm, that would cost every session's first run its timeout.)"""
-        known = self.request.session and self.bridge.answered_session == self.request.session
-        if known and self.request.cell_id and await self.front_end() is not None:
+        """The tagged cells as the front end has them now (unsaved edits included); those of the saved notebook if
+        it does not answer."""
+        if await self.front_end() is not None:
             try:
                 return _tagged(await self.read_live())
             except (NotebookUnavailable, RuntimeError, ValueError):
