@@ -24,7 +24,8 @@ from ..text import hidden_warning, pretty_arguments, reveal
 from ..tools import Decision, Tool, ToolCall
 
 QUESTION = "{waiting} · Approve {name}? [y]es / [a]ll this run / [n]o / note: "
-"""The terminal's question: it says that the run waits, as the panel's status line does (``waiting``)."""
+"""The terminal's question; ``{waiting}`` is filled with the record's word for it, so that the terminal says that
+the run waits as the panel's status line does."""
 
 
 def is_terminal(shell: Any) -> bool:
