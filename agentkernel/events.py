@@ -209,8 +209,7 @@ class Listeners(list[Listener]):
     secret set as it is when the event leaves.
 
     ``Listeners([panel, record, transcript])`` is itself a listener; an empty one is false, so the loop builds no
-    event nobody hears. A listener with an ``events`` attribute (a set of event classes) hears only those kinds, and
-    the loop builds and redacts no event of a kind nobody hears (:meth:`wants`).
+    event nobody hears.
     """
 
     def __init__(self, listeners: Iterable[Listener] = ()):
@@ -218,16 +217,10 @@ class Listeners(list[Listener]):
         self.told: dict[int, Item] = {}  # the history's items as told, redacted (see redacted's memo)
         self.redactor: _Remembered | None = None  # the secret set they were redacted against
 
-    def wants(self, kind: object) -> bool:
-        """Whether any listener hears events of ``kind`` (an event class)."""
-        return any(_hears(listener, kind) for listener in self)
-
     def __call__(self, event: Event) -> None:
-        kind = type(event)
         event = redacted(event, self._secrets, self.told)
         for listener in self:
-            if _hears(listener, kind):
-                listener(event)
+            listener(event)
 
     def _secrets(self) -> _Remembered:
         secrets = KERNEL.current
@@ -235,11 +228,6 @@ class Listeners(list[Listener]):
             self.told.clear()
             self.redactor = _Remembered(secrets)
         return self.redactor
-
-
-def _hears(listener: Listener, kind: object) -> bool:
-    kinds = getattr(listener, "events", None)
-    return kinds is None or kind in kinds
 
 
 __all__ = [

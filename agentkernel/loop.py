@@ -639,8 +639,8 @@ class AgentLoop:
         return {"instructions": [i.source for i in self.instructions], "skills": [s.name for s in self.skills]}
 
     def emit(self, kind: Callable[..., Event], *fields: Any) -> None:
-        """Tell the listeners ``kind(*fields)``; the event is only built when someone hears its kind."""
-        if self.listeners and self.listeners.wants(kind):
+        """Tell the listeners (if any) ``kind(*fields)``; the event is only built when someone listens."""
+        if self.listeners:
             self.listeners(kind(*fields))
 
 

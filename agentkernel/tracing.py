@@ -156,10 +156,6 @@ class RunSpans:
             RunStarted: self._start, RoundStarted: self._round, UsageUpdated: self._usage,
             ToolCallStarted: self._call_started, ToolCallFinished: self._call_finished,
             ItemCommitted: self._user_item, ContextCompacted: self._compaction, RunFinished: self._finish}
-        if not self.content:  # (the history's items are only wanted for the prompt's content)
-            del self._handlers[ItemCommitted]
-        self.events = frozenset(self._handlers)
-        """The kinds of event this listener hears (the loop builds no other event for it)."""
 
     def __call__(self, event: Event) -> None:
         handler = self._handlers.get(type(event))  # (most events, the text deltas, need nothing)
