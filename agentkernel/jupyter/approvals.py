@@ -19,13 +19,13 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..record.timeline import WAITING
 from ..stop import StopSignal
 from ..text import hidden_warning, pretty_arguments, reveal
 from ..tools import Decision, Tool, ToolCall
 
-QUESTION = WAITING + " · Approve {name}? [y]es / [a]ll this run / [n]o / note: "
-"""The terminal's question: it says that the run waits, as the panel's status line does."""
+QUESTION = "{waiting} · Approve {name}? [y]es / [a]ll this run / [n]o / note: "
+"""The terminal's question; ``{waiting}`` is filled with the record's word for it, so that the terminal says that
+the run waits as the panel's status line does."""
 
 
 def is_terminal(shell: Any) -> bool:
@@ -91,6 +91,7 @@ def terminal_approver(stop: StopSignal) -> Callable[[ToolCall, Tool], Decision]:
     """Ask on the terminal: ``y`` approves, ``a`` approves the tool for the rest of the run, ``n`` (or nothing)
     denies, any other text denies with that text as the note the model reads; Ctrl-C (or end of input) denies and
     stops the run."""
+    from ..record.timeline import WAITING  # the record's modules come with the first run, not with %load_ext
 
     def ask(call: ToolCall, tool: Tool) -> Decision:
         shown, hidden = reveal(terminal_arguments(call.arguments))
@@ -99,7 +100,7 @@ def terminal_approver(stop: StopSignal) -> Callable[[ToolCall, Tool], Decision]:
             print(f"WARNING: {hidden_warning(hidden, 'call')}", flush=True)
         try:
             with interruptible():
-                answer = input(QUESTION.format(name=call.name)).strip()
+                answer = input(QUESTION.format(waiting=WAITING, name=call.name)).strip()
         except (KeyboardInterrupt, EOFError):
             print("\ndenied: the run is stopped", flush=True)
             stop.set("interrupted at an approval")

@@ -14,29 +14,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import os
 import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 from IPython.display import DisplayHandle, display
 
-from ..instructions import Instruction
-from ..loop import AgentLoop
 from ..models.base import Model, accepts_images
 from ..models.providers import resolve, split_model
-from ..record.transcript import KEEP, load_transcript
 from ..result import LoopResult
 from ..secrets import KERNEL, MIN_SECRET_CHARS, SecretSet, marker
-from ..skills import Skills
 from ..stop import StopSignal
-from ..tracing import RunSpans
-from ..tracing import wanted as tracing_wanted
 from .approvals import asks_on_terminal, headless_runner, is_terminal, no_clicks_reason
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
 from .exits import exit_refused
@@ -44,12 +39,16 @@ from .kernel.notebook import ExecuteRequest
 from .kernel.notebook_tools import NotebookTools
 from .kernel.tools import KernelTools
 from .kernel.undo import live_button, undo_line
-from .mcp_servers import MCP_USAGE, KernelServers, prompt_arguments
 from .options import AgentOptions, merge, option_arguments, option_traits, split_line
-from .panel import Panel
-from .plan import RunPlan, RunTools
-from .render import record_bundle
-from .serve import SERVE_TEXT, KernelServing, port_option
+
+if TYPE_CHECKING:  # the run's parts are imported where a cell first uses them, so that %load_ext stays cheap
+    from ..instructions import Instruction
+    from ..loop import AgentLoop
+    from ..skills import Skills
+    from .mcp_servers import KernelServers
+    from .panel import Panel
+    from .plan import RunPlan, RunTools
+    from .serve import KernelServing
 
 DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -120,10 +119,22 @@ class AgentMagics(Magics):
 
     def __init__(self, shell: Any = None, **kwargs: Any):
         super().__init__(shell, **kwargs)
-        self.mcp_servers = KernelServers()
-        self.serving = KernelServing()
         self.noted: set[tuple[str, str | None]] = set()
         self.told_transcripts = False
+
+    @functools.cached_property
+    def mcp_servers(self) -> KernelServers:
+        """The kernel's MCP servers, kept from the first cell that uses them to the kernel's end."""
+        from .mcp_servers import KernelServers
+
+        return KernelServers()
+
+    @functools.cached_property
+    def serving(self) -> KernelServing:
+        """The kernel's served session (``%agent_serve``)."""
+        from .serve import KernelServing
+
+        return KernelServing()
 
     # -- the magic -------------------------------------------------------------------------------------------
 
@@ -246,6 +257,9 @@ class AgentMagics(Magics):
         if is_terminal(self.shell):
             raise UsageError("%agent_serve needs a Jupyter kernel: terminal IPython runs its event loop only while a "
                              "cell runs, so a server started there would not answer between cells")
+        from .plan import RunPlan
+        from .serve import SERVE_TEXT, port_option
+
         port, line = port_option(self.expand_text(line) if self.expand else line)
         words, rest = split_line(line)
         if rest.strip() == "stop" and not words:
@@ -278,6 +292,8 @@ class AgentMagics(Magics):
 
         Alone in a cell it is awaited on the kernel's event loop; elsewhere it can only list.
         """
+        from .mcp_servers import MCP_USAGE
+
         words, config = self.mcp_words(line)
         if words:
             raise UsageError(f"%agent_mcp {line.strip()} must be alone in its cell (it is awaited there)\n{MCP_USAGE}")
@@ -291,6 +307,8 @@ class AgentMagics(Magics):
     def mcp_words(self, line: str) -> tuple[list[str], str]:
         """``%agent_mcp``'s words without ``--mcp-config PATH`` (and a ``list``, the default), and the configuration
         to read: PATH, else the one ``%%agent`` reads."""
+        from .mcp_servers import MCP_USAGE
+
         words, rest = split_line(self.shell.var_expand(line, depth=sys.getrecursionlimit()) if self.shell else line)
         try:
             args = self.agent.parser.parse_args(words)
@@ -350,6 +368,8 @@ class AgentMagics(Magics):
                     words, _ = split_line(self.expand_text(line.rstrip()[:-len(rest)]))
             args = self.agent.parser.parse_args(words)
             if args.mcp_prompt and rest:  # the prompt's NAME=VALUE arguments follow it on the line
+                from .mcp_servers import prompt_arguments
+
                 arguments, rest = prompt_arguments(rest)
                 args.mcp_prompt = " ".join([args.mcp_prompt, *arguments])
             if cell is not None and rest:
@@ -368,6 +388,8 @@ class AgentMagics(Magics):
         """
         if not prompt and options.resume is None and not options.mcp_prompt:
             raise UsageError("the prompt is empty: write it in the cell body below %%agent (or after %agent)")
+        from .plan import RunPlan
+
         plan = RunPlan.of(options)
         model = self.resolve_model(options)
         secrets = KERNEL.configure(keys=self.configured_keys(options, model), env_names=options.secret_env)
@@ -405,6 +427,12 @@ class AgentMagics(Magics):
 
     def launch(self, setup: CellSetup) -> CellRun:
         """The run's loop, with the cell's panel shown."""
+        from ..loop import AgentLoop
+        from ..record.transcript import KEEP
+        from ..tracing import RunSpans
+        from ..tracing import wanted as tracing_wanted
+        from .panel import Panel
+
         plan, options = setup.plan, setup.plan.options
         stop = StopSignal()
         panel = Panel(plan.limits, stop, throttle=options.stream_throttle)
@@ -563,6 +591,8 @@ class AgentMagics(Magics):
 
     @staticmethod
     def transcript_history(path: str) -> list[dict[str, Any]]:
+        from ..record.transcript import load_transcript
+
         try:
             history = load_transcript(os.path.expanduser(path))
         except FileNotFoundError:
@@ -615,6 +645,8 @@ class AgentMagics(Magics):
     def finish(self, run: CellRun) -> None:
         """Store the result, replace the live panel with the run's record, and end the cell as the run's status
         says."""
+        from .render import record_bundle
+
         assert run.loop.result is not None
         result = self.publish(run, run.loop.result)
         display(record_bundle(result, run.panel.timeline), raw=True)

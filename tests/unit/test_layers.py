@@ -113,6 +113,36 @@ def test_load_ext_and_a_scripted_run_import_no_sdk() -> None:
     assert seen == {"loaded": [], "ran": [], "status": "complete"}
 
 
+LAZY = ("agentkernel.loop", "agentkernel.events", "agentkernel.record.timeline", "agentkernel.record.transcript",
+        "agentkernel.tracing", "agentkernel.skills", "agentkernel.instructions", "agentkernel.tools.toolsets",
+        "agentkernel.jupyter.plan", "agentkernel.jupyter.panel", "agentkernel.jupyter.render",
+        "agentkernel.jupyter.mcp_servers", "agentkernel.jupyter.serve", "ipywidgets")
+"""What a cell may never use, so ``%load_ext`` does not import it (each costs 1-3 ms, ipywidgets far more): only
+registering the magics, their ``%config`` traits and the kernel hooks runs at load; a run imports the rest."""
+
+LOAD_ONLY = r"""
+import json, sys
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+shell.run_line_magic("load_ext", "agentkernel")
+loaded = [m for m in LAZY if m in sys.modules]
+shell.run_cell("import agentkernel\nm = agentkernel.ScriptedModel(['hello'])")
+shell.run_cell("%%agent -m m\nsay hello", store_history=False)
+print(json.dumps({"loaded": loaded, "ran": [m for m in LAZY if m in sys.modules]}))
+"""
+
+
+def test_load_ext_imports_only_what_registering_the_magic_needs() -> None:
+    known = modules()
+    assert [m for m in LAZY if m not in known and m != "ipywidgets"] == []  # no name the test could never see
+    done = subprocess.run([sys.executable, "-c", f"LAZY = {LAZY!r}\n{LOAD_ONLY}"], capture_output=True, text=True,
+                          check=True, cwd=PACKAGE.parent)
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["loaded"] == [], f"%load_ext imports {seen['loaded']}: import them where a run first needs them"
+    # a run does use them, all but %agent_serve's (else the list above would check nothing)
+    assert set(seen["ran"]) == set(LAZY) - {"agentkernel.jupyter.serve"}
+
+
 def test_import_agentkernel_alone_loads_nothing_heavy() -> None:
     code = ("import sys, agentkernel\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('openai', 'mcp', 'pydantic', 'IPython')))")

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ...instructions import Instruction, notebook_instructions
 from ...secrets import MARKERS, MisplacedMarker, redact_text, restore
 from ...text import cut, load_arguments
 from ...tools import MAX_OUTPUT_CHARS, Tool, ToolCall, ToolContext, ToolError, tool
@@ -30,6 +29,7 @@ from .notebook import ExecuteRequest, NotebookBridge, NotebookUnavailable
 from .undo import ChangeLog, RunChanges
 
 if TYPE_CHECKING:
+    from ...instructions import Instruction
     from .cells import Cell, FrontEnd, Reading
 
 NOTEBOOK_TOOL_NAMES = ("read_notebook", "add_cell", "edit_cell")
@@ -376,6 +376,8 @@ def _block(index: int, cell: Cell, source: str, agent: bool, active: bool) -> st
 
 
 def _tagged(reading: Reading) -> Instruction | None:
+    from ...instructions import notebook_instructions  # %load_ext imports this module; instructions come with a run
+
     return notebook_instructions({"cell_type": c.cell_type, "source": c.source, "tags": c.tags} for c in reading.cells)
 
 
