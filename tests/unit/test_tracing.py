@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 from runtime_helpers import run_sync  # noqa: E402
 
-from agentkernel import Call, GuardConfig, ScriptedModel, StopSignal, Turn, tool  # noqa: E402
+from agentkernel import Call, GuardConfig, ScriptedModel, StopSignal, Turn, run, tool  # noqa: E402
 from agentkernel.mcp.session import ServedSession  # noqa: E402
 from agentkernel.secrets import KERNEL, marker  # noqa: E402
 from agentkernel.tracing import RunSpans, SessionSpans, wanted  # noqa: E402
@@ -131,6 +131,40 @@ def test_stop_is_a_span_event_and_the_cut_call_says_so() -> None:
     assert [e.name for e in run.events] == ["agentkernel.stop"]
     (cut,) = [s for s in spans if s.name == "execute_tool slow"]
     assert cut.attributes["agentkernel.tool.cut"] is True
+
+
+def test_an_interrupt_is_a_span_event_and_ends_the_open_call_and_the_run() -> None:
+    """The kernel's interrupt cancels the cell's task from outside: the run's span still ends, says so, and the call
+    it cut ends with it (a trace never keeps an open span)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+
+    started = threading.Event()  # (the tool runs in the loop's thread: set from there, awaited here)
+
+    @tool
+    async def slow() -> str:
+        """Take long."""
+        started.set()
+        await asyncio.sleep(10)
+        return "late"
+
+    async def interrupted() -> None:
+        model = ScriptedModel([Call("slow"), "done"])
+        task = asyncio.ensure_future(run("go", model=model, tools=[slow], on_event=RunSpans(model, provider=provider)))
+        while not started.is_set():
+            await asyncio.sleep(0.001)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(interrupted())
+    spans = exporter.get_finished_spans()
+    (run_span,) = [s for s in spans if s.name.startswith("invoke_agent")]
+    assert [e.name for e in run_span.events] == ["agentkernel.interrupt"]
+    assert run_span.attributes["agentkernel.status"] == "aborted"
+    (cut,) = [s for s in spans if s.name == "execute_tool slow"]
+    assert cut.parent.span_id == run_span.context.span_id and cut.end_time >= cut.start_time
 
 
 CONTENT_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions",
