@@ -5,12 +5,12 @@ from __future__ import annotations
 from ..distribution import foreign_distribution
 from .approvals import is_terminal
 from .errors import STOP_ERRORS, AgentConfigError, AgentError, AgentStop
-from .kernel.tools import KERNEL_TOOL_NAMES, KernelTools, kernel_tools
+from .kernel import KERNEL_TOOL_NAMES
 from .magics import AgentMagics
 from .transform import complete_on_empty_line, rewrite_agent_cell
 
 __all__ = ["KERNEL_TOOL_NAMES", "STOP_ERRORS", "AgentConfigError", "AgentError", "AgentMagics", "AgentStop",
-           "KernelTools", "kernel_tools", "load_ipython_extension", "unload_ipython_extension"]
+           "load_ipython_extension", "unload_ipython_extension"]
 
 
 def load_ipython_extension(ipython) -> None:  # noqa: ANN001

@@ -35,16 +35,14 @@ from ..stop import StopSignal
 from .approvals import asks_on_terminal, headless_runner, is_terminal, no_clicks_reason
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
 from .exits import exit_refused
-from .kernel.notebook import ExecuteRequest
-from .kernel.notebook_tools import NotebookTools
-from .kernel.tools import KernelTools
-from .kernel.undo import live_button, undo_line
 from .options import AgentOptions, merge, option_arguments, option_traits, split_line
 
 if TYPE_CHECKING:  # the run's parts are imported where a cell first uses them, so that %load_ext stays cheap
     from ..instructions import Instruction
     from ..loop import AgentLoop
     from ..skills import Skills
+    from .kernel.notebook_tools import NotebookTools
+    from .kernel.tools import KernelTools
     from .mcp_servers import KernelServers
     from .panel import Panel
     from .plan import RunPlan, RunTools
@@ -333,6 +331,8 @@ class AgentMagics(Magics):
 
     async def agent_undo_async(self, line: str) -> None:
         """The awaited form of ``%agent_undo`` that the input transformer produces."""
+        from .kernel.undo import undo_line
+
         print(await undo_line(self.shell, line))
 
     @contextlib.contextmanager
@@ -421,6 +421,10 @@ class AgentMagics(Magics):
 
     def run_tools(self, plan: RunPlan, model_images: bool, live: bool = True) -> RunTools:
         """This cell's kernel and notebook tools, and the plan's ``--tools`` resolved against every source."""
+        from .kernel.notebook import ExecuteRequest
+        from .kernel.notebook_tools import NotebookTools
+        from .kernel.tools import KernelTools
+
         kernel = KernelTools(self.shell, images=model_images)
         notebook = NotebookTools(self.shell, ExecuteRequest.of(self.shell), kernel.input_history, live=live)
         return plan.tools(self.user_ns, kernel, notebook, self.mcp_servers, model_images=model_images)
@@ -431,6 +435,7 @@ class AgentMagics(Magics):
         from ..record.transcript import KEEP
         from ..tracing import RunSpans, export_trouble
         from ..tracing import wanted as tracing_wanted
+        from .kernel.undo import live_button
         from .panel import Panel
 
         plan, options = setup.plan, setup.plan.options

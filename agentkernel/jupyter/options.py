@@ -36,7 +36,7 @@ from traitlets import Bool, Enum, Float, Int, List, TraitType, Unicode
 
 from ..models.providers import PROVIDERS
 from ..tools.files import FILE_TOOL_NAMES
-from .kernel.tools import KERNEL_TOOL_NAMES
+from .kernel import KERNEL_TOOL_NAMES
 
 T = TypeVar("T")
 

@@ -68,6 +68,9 @@ class Panel:
     loop event (it hands each to the timeline first); :meth:`close` closes every widget it made once the run has
     its record."""
 
+    scope = "run"
+    """What the second approval button approves the tool for: "Approve <tool> for this run"."""
+
     def __init__(self, limits: Limits, stop: StopSignal, timeline: Timeline | None = None, *,
                  throttle: float = 0.1):
         self.limits = limits
@@ -387,9 +390,9 @@ class Panel:
 
     async def approve(self, call: ToolCall, tool: Tool, timeout: float | None,
                       change: tuple[str, str] | None = None) -> Decision:
-        """Show the call's arguments with Approve, Approve <tool> for this run, and Deny (with the note typed
-        beside it, sent to the model) and wait for a click; denied after ``timeout`` or when the run is stopped.
-        While it waits the status line says ``waiting for approval`` and for how long.
+        """Show the call's arguments with Approve, Approve <tool> for this run (or this :attr:`scope`), and Deny
+        (with the note typed beside it, sent to the model) and wait for a click; denied after ``timeout`` or when the
+        run is stopped. While it waits the status line says ``waiting for approval`` and for how long.
 
         ``change`` (old, new): the text the call would replace (edit_cell's), shown as a diff in place of the
         arguments."""
@@ -408,7 +411,7 @@ class Panel:
         shared = {"layout": self.button_layout, "style": self.button_style}
         choices: list[tuple[widgets.Button, Callable[[], Decision]]] = [
             (widgets.Button(description="Approve", button_style="success", **shared), lambda: Decision(True)),
-            (widgets.Button(description=f"Approve {call.name} for this run", button_style="info", **shared),
+            (widgets.Button(description=f"Approve {call.name} for this {self.scope}", button_style="info", **shared),
              lambda: Decision(True, for_run=True)),
             (widgets.Button(description="Deny", button_style="warning", **shared),
              lambda: Decision(False, note=note.value)),
@@ -430,7 +433,7 @@ class Panel:
         chosen, decided = None, "denied: the run was stopped"
         try:
             chosen, decision = await asyncio.wait_for(answer, timeout)
-            decided = described(decision)
+            decided = described(decision, self.scope)
         except TimeoutError:
             waited = f"no answer within {timeout:g} s (approval_timeout)"
             decision, decided = Decision(False, reason=f"got {waited}"), f"denied: {waited}"
@@ -461,8 +464,8 @@ def close_tree(widget: widgets.Widget) -> None:
     widget.close()
 
 
-def described(decision: Decision) -> str:
-    """What the approval row says once decided."""
+def described(decision: Decision, scope: str) -> str:
+    """What the approval row says once decided (``scope``: :attr:`Panel.scope`)."""
     if decision.approve:
-        return "approved for the rest of this run" if decision.for_run else "approved"
+        return f"approved for the rest of this {scope}" if decision.for_run else "approved"
     return "denied with a note" if decision.note.strip() else "denied"

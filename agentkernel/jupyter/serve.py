@@ -124,6 +124,8 @@ class CellWatch:
 class ServePanel(Panel):
     """The run panel for a served session: its connection above the Stop button, each call as a section."""
 
+    scope = "session"  # an approval for the rest of the session: one runner serves every call
+
     def __init__(self, plan: RunPlan, stop: StopSignal):
         self.server: MCPHTTPServer | None = None
         self.cells: CellWatch | None = None

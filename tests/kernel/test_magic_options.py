@@ -13,7 +13,7 @@ import pytest
 from kernel_client import KernelSession, kernel_fixtures
 from test_magic_kernel import RESET
 
-from agentkernel.jupyter.kernel.tools import KERNEL_TOOL_NAMES
+from agentkernel.jupyter.kernel import KERNEL_TOOL_NAMES
 from agentkernel.jupyter.options import GROUPS, OPTIONS, AgentOptions, merge, split_line
 from agentkernel.tools.files import FILE_TOOL_NAMES
 

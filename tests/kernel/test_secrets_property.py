@@ -36,8 +36,8 @@ from openai_server import TEST_KEY, Received, Reply, ScriptedServer, responses_e
 from secret_pieces import PIECE, leaks
 from test_notebook_comm import FakeNotebook, code_cell
 
+from agentkernel.jupyter.kernel import KERNEL_TOOL_NAMES
 from agentkernel.jupyter.kernel.notebook import COMM_TARGET
-from agentkernel.jupyter.kernel.tools import KERNEL_TOOL_NAMES
 from agentkernel.tools.files import FILE_TOOL_NAMES
 
 VALUE_CHARS = string.ascii_letters + string.digits + "+/=_-.:@~!%*,"

@@ -135,6 +135,31 @@ def test_a_side_effecting_call_waits_for_approve(kernel, serve):
     assert kernel.value("ran") == ["approved"]
 
 
+def test_approve_for_this_session_runs_the_tools_later_calls_unasked(kernel, serve):
+    """A served session's second button approves the tool for the session, and says so: no served call is "for
+    this run"."""
+    _, url, headers = serve("--tools run_python")
+    began = time.monotonic()
+
+    async def main() -> None:
+        async with client(url, headers) as c:
+            first = asyncio.ensure_future(c.call_tool("run_python", {"code": "ran.append(1)"}))
+            for_session = await asyncio.to_thread(button, kernel, "Approve run_python for this session", since=began)
+            assert not first.done() and kernel.value("ran") == []
+            await asyncio.to_thread(kernel.click, for_session)
+            assert not (await first).is_error
+            second = await asyncio.wait_for(c.call_tool("run_python", {"code": "ran.append(2)"}), 30)  # unasked
+            assert not second.is_error, text(second)
+
+    run(main)
+    assert kernel.value("ran") == [1, 2]
+    titles = kernel.value("[e.title() for e in _agent_serve.panel.timeline if e.kind == 'approval']")
+    assert titles == ["approval: run_python · approved for the rest of this session"]
+    described = [button_description(m) or "" for messages in list(kernel.iopub.values()) for at, m in messages
+                 if at > began]
+    assert not any(d.endswith("for this run") for d in described), described
+
+
 def test_a_side_effecting_call_is_denied_at_once_under_ci(kernel, serve):
     kernel.ok("os.environ['CI'] = '1'")
     try:

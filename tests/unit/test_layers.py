@@ -116,9 +116,11 @@ def test_load_ext_and_a_scripted_run_import_no_sdk() -> None:
 LAZY = ("agentkernel.loop", "agentkernel.events", "agentkernel.record.timeline", "agentkernel.record.transcript",
         "agentkernel.tracing", "agentkernel.skills", "agentkernel.instructions", "agentkernel.tools.toolsets",
         "agentkernel.jupyter.plan", "agentkernel.jupyter.panel", "agentkernel.jupyter.render",
-        "agentkernel.jupyter.mcp_servers", "agentkernel.jupyter.serve", "ipywidgets")
-"""What a cell may never use, so ``%load_ext`` does not import it (each costs 1-3 ms, ipywidgets far more): only
-registering the magics, their ``%config`` traits and the kernel hooks runs at load; a run imports the rest."""
+        "agentkernel.jupyter.mcp_servers", "agentkernel.jupyter.serve", "agentkernel.jupyter.kernel.tools",
+        "agentkernel.jupyter.kernel.notebook_tools", "agentkernel.jupyter.kernel.code_runner",
+        "agentkernel.jupyter.kernel.undo", "ipywidgets")
+"""Modules ``%load_ext`` must not import: it only registers the magics, their ``%config`` traits and the kernel
+hooks, and a cell imports these where it first needs them (each cost the load 1-3 ms; ipywidgets far more)."""
 
 LOAD_ONLY = r"""
 import json, sys

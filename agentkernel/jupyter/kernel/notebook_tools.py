@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from ...instructions import Instruction
     from .cells import Cell, FrontEnd, Reading
 
-NOTEBOOK_TOOL_NAMES = ("read_notebook", "add_cell", "edit_cell")
 MAX_CELLS = 50
 CELL_SOURCE_CHARS = 3000
 CELL_OUTPUT_CHARS = 1000

@@ -31,11 +31,8 @@ from ...text import cut, short, take_lines
 from ...tools import MAX_OUTPUT_CHARS, Display, Tool, ToolContext, ToolError, ToolOutput, in_thread, tool
 from .code_runner import CodeRunner, Execution
 from .describe import describe, one_line, size_hint, type_name
-from .notebook_tools import NOTEBOOK_TOOL_NAMES
 from .tracebacks import cell_names, cell_number, format_error
 
-KERNEL_TOOL_NAMES = ("list_variables", "inspect_variable", "last_error", *NOTEBOOK_TOOL_NAMES, "run_python")
-"""The kernel tools of every run (the notebook tools are :mod:`.notebook_tools`'s)."""
 RUN_PYTHON_TIMEOUT = 300.0
 """Seconds a run_python call may take before it is stopped like an aborted one."""
 """Images one run_python call sends the model; the placeholders of the others say they were not sent."""
