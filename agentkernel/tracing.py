@@ -19,7 +19,9 @@ hears, it has been redacted by the loop's :class:`~agentkernel.events.Listeners`
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import sys
 import threading
 from time import time_ns
@@ -102,6 +104,9 @@ def tracer_provider() -> Any:
 
             provider = TracerProvider(resource=Resource.create(
                 {"service.name": os.environ.get("OTEL_SERVICE_NAME", "agentkernel")}))
+            otel = logging.getLogger("opentelemetry")  # (ours to route: the user set no provider of their own)
+            otel.addHandler(TROUBLE)
+            otel.propagate = False
             for name in (os.environ.get("OTEL_TRACES_EXPORTER") or "otlp").split(","):
                 exporter = _exporter(name.strip().lower())
                 if exporter is not None:
@@ -110,11 +115,56 @@ def tracer_provider() -> Any:
         return _own
 
 
+class _Trouble(logging.Handler):
+    """What OpenTelemetry logs while it exports (a receiver down, refusing, or slow): its export thread logs it, and
+    in a kernel the standard handling would print it into whatever cell runs next. It goes to the process's own
+    stderr instead (a kernel's: the Jupyter server's log), redacted, and the first since a run last asked is kept for
+    the next run to say in one line (:func:`export_trouble`): it names the cause, the later ones say the retries
+    failed."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.first: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from .secrets import KERNEL
+
+        text = KERNEL.current.redact(record.getMessage())
+        if self.first is None:
+            self.first = text
+        stream = sys.__stderr__ or sys.stderr
+        try:
+            stream.write(f"{record.name}: {text}\n")
+            stream.flush()
+        except (OSError, ValueError):  # a closed stderr: the next run still says it
+            pass
+
+
+TROUBLE = _Trouble()
+
+
+def export_trouble() -> str | None:
+    """One line saying why spans could not be exported since it was last asked (None: no trouble), for a run to
+    show; what OpenTelemetry logged is in the process's stderr. Only for the provider agentkernel made: a user's own
+    provider logs as the user set up logging."""
+    first, TROUBLE.first = TROUBLE.first, None
+    if first is None:
+        return None
+    from .secrets import KERNEL
+    from .text import short
+
+    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or (
+        os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "http://localhost:4318").rstrip("/") + "/v1/traces"
+    cause = re.search(r"\[Errno -?\d+\] [^\"')\]]+", first)  # (a connection's error, at the end of a long line)
+    why = cause.group() if cause else short(first.splitlines()[0], 160)
+    return f"traces did not reach {KERNEL.current.redact(endpoint)}: {why}"
+
+
 def _exporter(name: str) -> Any:
     if name == "console":
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-        return ConsoleSpanExporter()
+        return ConsoleSpanExporter(out=sys.__stdout__ or sys.stdout)  # the process's: a kernel's cells are not
     if name in ("otlp", ""):
         with needs("opentelemetry"):
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter

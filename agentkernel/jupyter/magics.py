@@ -433,13 +433,15 @@ class AgentMagics(Magics):
         """The run's loop, with the cell's panel shown."""
         from ..loop import AgentLoop
         from ..record.transcript import KEEP
-        from ..tracing import RunSpans
+        from ..tracing import RunSpans, export_trouble
         from ..tracing import wanted as tracing_wanted
         from .kernel.undo import live_button
         from .panel import Panel
 
         plan, options = setup.plan, setup.plan.options
         stop = StopSignal()
+        if (tracing := tracing_wanted(options.tracing)) and (trouble := export_trouble()):
+            self.note(trouble)  # (the earlier runs' spans: they are exported in the background)
         panel = Panel(plan.limits, stop, throttle=options.stream_throttle)
         notebook = setup.tools.notebook
         nobody = self.nobody_answers(setup.clickable)
@@ -453,7 +455,7 @@ class AgentMagics(Magics):
             limits=plan.limits,
             guards=plan.guards,
             stop=stop,
-            on_event=[panel, *([RunSpans(setup.model)] if tracing_wanted(options.tracing) else [])],
+            on_event=[panel, *([RunSpans(setup.model)] if tracing else [])],
             approve=approve,
             transcript=transcript_folder(options.transcripts),
             context_window=options.context_window or None,
