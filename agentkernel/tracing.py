@@ -18,6 +18,7 @@ hears, it has been redacted by the loop's :class:`~agentkernel.events.Listeners`
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -107,12 +108,41 @@ def tracer_provider() -> Any:
             otel = logging.getLogger("opentelemetry")  # (ours to route: the user set no provider of their own)
             otel.addHandler(TROUBLE)
             otel.propagate = False
-            for name in (os.environ.get("OTEL_TRACES_EXPORTER") or "otlp").split(","):
-                exporter = _exporter(name.strip().lower())
-                if exporter is not None:
-                    provider.add_span_processor(BatchSpanProcessor(exporter))
+            exporters = [_Watched(exporter) for name in (os.environ.get("OTEL_TRACES_EXPORTER") or "otlp").split(",")
+                         if (exporter := _exporter(name.strip().lower())) is not None]
+            for exporter in exporters:
+                provider.add_span_processor(BatchSpanProcessor(exporter))
+            atexit.register(_leave, exporters)  # (after the provider's own: runs before it)
             _own = provider
         return _own
+
+
+class _Watched:
+    """An exporter that remembers whether its last export failed."""
+
+    def __init__(self, exporter: Any):
+        self.exporter = exporter
+        self.failing = False
+
+    def export(self, spans: Any) -> Any:
+        result = self.exporter.export(spans)
+        self.failing = result.name != "SUCCESS"
+        TROUBLE.retrying = False  # (it has given up, or got through)
+        return result
+
+    def shutdown(self) -> None:
+        self.exporter.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return bool(self.exporter.force_flush(timeout_millis))
+
+
+def _leave(exporters: list[_Watched]) -> None:
+    """At exit, stop the exporters whose receiver is down before the provider flushes the spans left: those would
+    wait out their retries (``OTEL_EXPORTER_OTLP_TIMEOUT``, 10 s) for nothing, and a kernel's restart with them."""
+    for exporter in exporters:
+        if exporter.failing or TROUBLE.retrying:
+            exporter.shutdown()
 
 
 class _Trouble(logging.Handler):
@@ -125,11 +155,14 @@ class _Trouble(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
         self.first: str | None = None
+        self.retrying = False
+        """Whether an exporter said it will try again (an export that failed once has not returned yet)."""
 
     def emit(self, record: logging.LogRecord) -> None:
         from .secrets import KERNEL
 
         text = KERNEL.current.redact(record.getMessage())
+        self.retrying = self.retrying or "retrying" in text
         if self.first is None:
             self.first = text
         stream = sys.__stderr__ or sys.stderr

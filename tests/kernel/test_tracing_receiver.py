@@ -4,8 +4,12 @@ own stderr instead, and the next ``%%agent`` run says it in one line, naming the
 
 from __future__ import annotations
 
+import http.server
 import json
 import socket
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -76,3 +80,54 @@ def test_the_console_exporter_writes_to_the_kernels_own_stdout_not_into_cells(tm
         kernel.shutdown()
     for cell in (run, flushed):
         assert "invoke_agent" not in cell.stdout + cell.stderr, cell.describe()
+
+
+EXITS = """\
+import sys, time
+import agentkernel.tracing as tracing
+tracing.tracer_provider().get_tracer("test").start_span("a span").end()
+while not tracing.TROUBLE.retrying:  # the first export failed, and the exporter waits to try again
+    time.sleep(0.05)
+print("exiting", flush=True)
+"""
+
+
+def test_the_exit_does_not_wait_out_the_retries_of_a_receiver_that_is_down(tmp_path: Path) -> None:
+    """At exit the provider flushes what is left, waiting for an export that retries until its deadline (here 60 s;
+    10 s by default, which a kernel's restart would wait): an exporter whose receiver is down is stopped first."""
+    env = {**kernel_env(tmp_path), "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{_closed_port()}",
+           "OTEL_BSP_SCHEDULE_DELAY": "50", "OTEL_EXPORTER_OTLP_TIMEOUT": "60"}
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", EXITS], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout == "exiting\n", done.stderr
+    assert time.monotonic() - start < 30, "the exit waited for the exporter's retries"
+    assert "retrying" in done.stderr  # (the exporter's log, on the process's own stderr)
+
+
+def test_the_exit_still_sends_the_last_spans_to_a_receiver_that_is_up(tmp_path: Path) -> None:
+    """The spans of the last seconds are exported at exit (the batch waits 5 s): stopping an exporter early is only
+    for a receiver that is down."""
+    received: list[bytes] = []
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the standard library's name
+            received.append(self.rfile.read(int(self.headers["Content-Length"])))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        env = {**kernel_env(tmp_path), "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{server.server_port}"}
+        code = ("import agentkernel.tracing as tracing\n"
+                "tracing.tracer_provider().get_tracer('test').start_span('the last span').end()\n")
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        server.shutdown()
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert any(b"the last span" in body for body in received)
