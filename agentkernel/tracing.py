@@ -108,8 +108,10 @@ def tracer_provider() -> Any:
             otel = logging.getLogger("opentelemetry")  # (ours to route: the user set no provider of their own)
             otel.addHandler(TROUBLE)
             otel.propagate = False
-            exporters = [_Watched(exporter) for name in (os.environ.get("OTEL_TRACES_EXPORTER") or "otlp").split(",")
-                         if (exporter := _exporter(name.strip().lower())) is not None]
+            names = (os.environ.get("OTEL_TRACES_EXPORTER") or "otlp").split(",")
+            # (a SpanExporter by its methods: it cannot be the SDK's subclass without importing the SDK with this)
+            exporters: list[Any] = [_Watched(exporter) for name in names
+                                    if (exporter := _exporter(name.strip().lower())) is not None]
             for exporter in exporters:
                 provider.add_span_processor(BatchSpanProcessor(exporter))
             atexit.register(_leave, exporters)  # (after the provider's own: runs before it)
