@@ -3,11 +3,11 @@
 Not a test: run ``python benchmarks/startup.py``. Each sample is a fresh interpreter that (1) imports IPython and
 ipywidgets and makes an IPython shell, timed; (2) runs ``%load_ext agentkernel``, timed; (3) runs a first
 ``%%agent`` cell with a scripted model (the awaited form the input transformer makes of it) and says whether
-``openai``, ``anthropic``, ``mcp`` or ``genai_prices`` were imported by any of it. Two kinds of sample: a bare
-interpreter, and one that has first imported what every Jupyter kernel has loaded before a cell runs
-(``ipykernel.kernelapp``: asyncio, tornado, zmq), which is where ``%load_ext`` really runs. The figures are the
-median of seven samples of each, in CPU time (so a busy machine does not blur them); the goal is a ``%load_ext``
-that costs at most 0.1 s more than the baseline's own import, and no SDK loaded by a scripted run.
+``openai``, ``anthropic``, ``mcp``, ``genai_prices`` or ``opentelemetry`` (tracing is off) were imported by any of
+it. Two kinds of sample: a bare interpreter, and one that has first imported what every Jupyter kernel has loaded
+before a cell runs (``ipykernel.kernelapp``: asyncio, tornado, zmq), which is where ``%load_ext`` really runs. The
+figures are the median of seven samples of each, in CPU time (so a busy machine does not blur them); the goal is a
+``%load_ext`` that costs at most 0.1 s more than the baseline's own import, and no SDK loaded by a scripted run.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ shell = InteractiveShell.instance()
 t1 = time.process_time()
 shell.run_line_magic("load_ext", "agentkernel")
 t2 = time.process_time()
-loaded = {name: name in sys.modules for name in ("openai", "anthropic", "mcp", "genai_prices")}
+loaded = {name: name in sys.modules for name in ("openai", "anthropic", "mcp", "genai_prices", "opentelemetry")}
 shell.run_cell("import agentkernel\nm = agentkernel.ScriptedModel(['hello'])")
 shell.run_cell("%%agent -m m\nsay hello", store_history=False)
 t3 = time.process_time()
