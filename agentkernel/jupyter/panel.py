@@ -430,7 +430,7 @@ class Panel:
         entry = self.timeline.ask(call, time.monotonic())
         self.shown[entry] = Shown(box, [arguments, question, approve, for_run, deny, note, *rows, box], entry.version)
         self.flush(now=True)  # a person has to see it now
-        chosen, decided = None, "denied: the run was stopped"
+        chosen, decided = None, f"denied: the {self.scope} was stopped"
         try:
             chosen, decision = await asyncio.wait_for(answer, timeout)
             decided = described(decision, self.scope)

@@ -160,6 +160,24 @@ def test_approve_for_this_session_runs_the_tools_later_calls_unasked(kernel, ser
     assert not any(d.endswith("for this run") for d in described), described
 
 
+def test_stop_while_a_call_awaits_its_approval_denies_it_and_the_row_says_the_session_was_stopped(kernel, serve):
+    cell, url, headers = serve("--tools run_python")
+    began = time.monotonic()
+
+    async def main() -> None:
+        async with client(url, headers) as c:
+            call = asyncio.ensure_future(c.call_tool("run_python", {"code": "ran.append('never')"}))
+            await asyncio.to_thread(button, kernel, "Approve", since=began)
+            await asyncio.to_thread(kernel.click, cell.wait_for_button("Stop", 1))
+            result = await asyncio.wait_for(call, 30)
+            assert result.is_error, text(result)
+
+    run(main)
+    assert kernel.value("ran") == []
+    titles = kernel.value("[e.title() for e in _agent_serve.panel.timeline if e.kind == 'approval']")
+    assert titles == ["approval: run_python · denied: the session was stopped"]
+
+
 def test_a_side_effecting_call_is_denied_at_once_under_ci(kernel, serve):
     kernel.ok("os.environ['CI'] = '1'")
     try:
