@@ -235,21 +235,36 @@ class RunSpans:
         self.chat_attributes: dict[str, Any] = {}
         self.chat: int | None = None
         """When the open request began (``time.time_ns()``)."""
+        self.answered: tuple[dict[str, Any], int | None, int, list[dict[str, Any]]] | None = None
+        """With content: a turn's request that has its usage, waiting for its output (its message and calls, which
+        the loop commits next): the span's attributes, its start and end, and the output's parts so far."""
         self.calls: dict[str, tuple[int, ToolCall]] = {}
         """The open calls, by id: when each began, and the call."""
         self._handlers: dict[type, Any] = {
             RunStarted: self._start, RoundStarted: self._round, UsageUpdated: self._usage,
             ToolCallStarted: self._call_started, ToolCallFinished: self._call_finished,
-            ItemCommitted: self._user_item, ContextCompacted: self._compaction, RunFinished: self._finish}
+            ItemCommitted: self._item, ContextCompacted: self._compaction, RunFinished: self._finish}
 
     def __call__(self, event: Event) -> None:
         handler = self._handlers.get(type(event))  # (most events, the text deltas, need nothing)
-        if handler is not None and (self.run is not None or handler == self._start):
-            handler(event)
+        if handler is None or self.run is None and handler != self._start:
+            return
+        if self.answered is not None and type(event) is not ItemCommitted:  # the response's output is all told
+            self._end_answered()
+        handler(event)
 
-    def _user_item(self, event: ItemCommitted) -> None:
-        if self.content and event.item.get("role") == "user":
-            self.run.set_attribute("gen_ai.input.messages", _messages("user", event.item.get("content")))
+    def _item(self, event: ItemCommitted) -> None:
+        """With content: the prompt goes on the run's span, a response's message and calls on its request's."""
+        item = event.item
+        if not self.content:
+            return
+        if item.get("role") == "user":
+            self.run.set_attribute("gen_ai.input.messages", _messages("user", item.get("content")))
+        elif self.answered is not None and item.get("type") == "function_call":
+            self.answered[3].append({"type": "tool_call", "id": item["call_id"], "name": item["name"],
+                                     "arguments": _cut(item["arguments"])})
+        elif self.answered is not None and item.get("role") == "assistant":
+            self.answered[3].append({"type": "text", "content": _cut(item.get("content"))})
 
     def _compaction(self, event: ContextCompacted) -> None:
         c = event.compaction
@@ -312,7 +327,20 @@ class RunSpans:
             attributes["agentkernel.request.purpose"] = event.purpose
         if event.usage.cost is not None:
             attributes["agentkernel.run.cost"] = event.usage.cost  # the run's cost so far
-        self._chat(attributes, start)
+        if self.content and event.purpose == "turn":
+            self.answered = (attributes, start, time_ns(), [])
+        else:
+            self._chat(attributes, start)
+
+    def _end_answered(self) -> None:
+        assert self.answered is not None
+        attributes, start, end, parts = self.answered
+        self.answered = None
+        attributes["gen_ai.output.messages"] = json.dumps([{
+            "role": "assistant", "parts": parts, "finish_reason": attributes["gen_ai.response.finish_reasons"][0]}],
+            ensure_ascii=False)
+        self._span(self.chat_name, {**self.chat_attributes, **attributes}, self._trace.SpanKind.CLIENT,
+                   start).end(end_time=end)
 
     def _end_chat(self) -> None:
         if self.chat is not None:

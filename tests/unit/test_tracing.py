@@ -208,6 +208,28 @@ def test_content_with_the_switch_holds_no_secret(monkeypatch: pytest.MonkeyPatch
                ".messages") and any("gen_ai.output.messages" in (s.attributes or {}) for s in spans)
 
 
+def test_with_content_each_request_span_holds_its_response_the_message_and_the_calls() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    model = ScriptedModel([Turn(text="looking", calls=[Call("lookup", {"key": "a"}), Call("lookup", {"key": "b"})]),
+                           "the answer"])
+    run_sync("look", model=model, tools=[lookup], on_event=RunSpans(model, provider=provider, content=True))
+    spans = exporter.get_finished_spans()
+    first, last = sorted((s for s in spans if s.name == "chat scripted"), key=lambda s: s.start_time)
+    (said,) = json.loads(first.attributes["gen_ai.output.messages"])
+    assert said["role"] == "assistant" and said["finish_reason"] == "tool_calls"
+    assert [p["type"] for p in said["parts"]] == ["text", "tool_call", "tool_call"]
+    assert said["parts"][0]["content"] == "looking"
+    assert [(p["name"], json.loads(p["arguments"])) for p in said["parts"][1:]] == [("lookup", {"key": "a"}),
+                                                                                   ("lookup", {"key": "b"})]
+    assert json.loads(last.attributes["gen_ai.output.messages"]) == [
+        {"role": "assistant", "parts": [{"type": "text", "content": "the answer"}], "finish_reason": "stop"}]
+    calls = [s for s in spans if s.name == "execute_tool lookup"]
+    assert {p["id"] for p in said["parts"][1:]} == {s.attributes["gen_ai.tool.call.id"] for s in calls}
+    assert first.end_time <= min(s.start_time for s in calls)  # it ended when the response did, not when told
+
+
 def test_tracing_is_off_until_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER",
                  "OTEL_SDK_DISABLED"):
