@@ -165,7 +165,7 @@ class _Trouble(logging.Handler):
 
         text = KERNEL.current.redact(record.getMessage())
         self.retrying = self.retrying or "retrying" in text
-        if self.first is None:
+        if self.first is None and "export" in text.lower():  # (not the SDK's other warnings)
             self.first = text
         stream = sys.__stderr__ or sys.stderr
         try:
