@@ -11,6 +11,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -104,15 +106,15 @@ def test_the_exit_does_not_wait_out_the_retries_of_a_receiver_that_is_down(tmp_p
     assert "retrying" in done.stderr  # (the exporter's log, on the process's own stderr)
 
 
-def test_the_exit_still_sends_the_last_spans_to_a_receiver_that_is_up(tmp_path: Path) -> None:
-    """The spans of the last seconds are exported at exit (the batch waits 5 s): stopping an exporter early is only
-    for a receiver that is down."""
+@contextmanager
+def receiver(status: int) -> Iterator[tuple[int, list[bytes]]]:
+    """An OTLP/HTTP receiver on 127.0.0.1 that answers every export with ``status``: its port, and the bodies it got."""
     received: list[bytes] = []
 
     class Receiver(http.server.BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802 - the standard library's name
             received.append(self.rfile.read(int(self.headers["Content-Length"])))
-            self.send_response(200)
+            self.send_response(status)
             self.send_header("Content-Type", "application/x-protobuf")
             self.send_header("Content-Length", "0")
             self.end_headers()
@@ -123,11 +125,48 @@ def test_the_exit_still_sends_the_last_spans_to_a_receiver_that_is_up(tmp_path: 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        env = {**kernel_env(tmp_path), "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{server.server_port}"}
+        yield server.server_port, received
+    finally:
+        server.shutdown()
+
+
+def test_the_exit_still_sends_the_last_spans_to_a_receiver_that_is_up(tmp_path: Path) -> None:
+    """The spans of the last seconds are exported at exit (the batch waits 5 s): stopping an exporter early is only
+    for a receiver that is down."""
+    with receiver(200) as (port, received):
+        env = {**kernel_env(tmp_path), "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}"}
         code = ("import agentkernel.tracing as tracing\n"
                 "tracing.tracer_provider().get_tracer('test').start_span('the last span').end()\n")
         done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    finally:
-        server.shutdown()
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert any(b"the last span" in body for body in received)
+
+
+def test_a_receiver_that_refuses_the_token_is_one_line_with_its_status(tmp_path: Path) -> None:
+    """A receiver that answers 401 (a wrong or missing OTEL_EXPORTER_OTLP_HEADERS): the next run says so, and the
+    header's value is in no cell."""
+    token = "otlp-" + "Zk4" * 8
+    with receiver(401) as (port, received):
+        cwd = tmp_path / "cwd"
+        cwd.mkdir()
+        kernel = KernelSession(cwd, kernel_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
+                                               OTEL_EXPORTER_OTLP_HEADERS=f"authorization=Bearer {token}",
+                                               OTEL_BSP_SCHEDULE_DELAY="50"))
+        try:
+            kernel.ok("%load_ext agentkernel")
+            kernel.ok("import time\nimport agentkernel.tracing as tracing\nfrom agentkernel import ScriptedModel\n"
+                      "first, second = ScriptedModel(['one']), ScriptedModel(['two'])")
+            cells = [kernel.ok("%%agent -m first\ngo", timeout=60)]
+            deadline = time.monotonic() + 60
+            while kernel.value("tracing.TROUBLE.first") is None:
+                assert time.monotonic() < deadline, "the export never failed"
+                cells.append(kernel.ok("time.sleep(0.2)"))
+            cells.append(kernel.ok("%%agent -m second\ngo", timeout=60))
+        finally:
+            kernel.shutdown()
+    assert any(b"invoke_agent" in body for body in received)  # it was sent, and refused
+    notes = [line for line in cells[-1].stdout.splitlines() if "traces did not reach" in line]
+    assert notes == [f"agentkernel: traces did not reach http://127.0.0.1:{port}/v1/traces: Failed to export spans "
+                     "batch code: 401, reason: Unauthorized"], cells[-1].describe()
+    assert all(cell.stderr == "" for cell in cells)
+    assert token not in json.dumps([m for cell in cells for m in cell.messages], default=str)
