@@ -42,6 +42,8 @@ from .events import (
     UsageUpdated,
 )
 from .extras import needs
+from .secrets import KERNEL
+from .text import short
 
 if TYPE_CHECKING:
     from .tools import ToolCall
@@ -161,8 +163,6 @@ class _Trouble(logging.Handler):
         """Whether an exporter said it will try again (an export that failed once has not returned yet)."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        from .secrets import KERNEL
-
         text = KERNEL.current.redact(record.getMessage())
         self.retrying = self.retrying or "retrying" in text
         if self.first is None and "export" in text.lower():  # (not the SDK's other warnings)
@@ -185,9 +185,6 @@ def export_trouble() -> str | None:
     first, TROUBLE.first = TROUBLE.first, None
     if first is None:
         return None
-    from .secrets import KERNEL
-    from .text import short
-
     endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or (
         os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "http://localhost:4318").rstrip("/") + "/v1/traces"
     cause = re.search(r"\[Errno -?\d+\] [^\"')\]]+", first)  # (a connection's error, at the end of a long line)
@@ -259,12 +256,12 @@ class RunSpans:
         if not self.content:
             return
         if item.get("role") == "user":
-            self.run.set_attribute("gen_ai.input.messages", _messages("user", item.get("content")))
+            self.run.set_attribute("gen_ai.input.messages", _messages("user", [_text(item.get("content"))]))
         elif self.answered is not None and item.get("type") == "function_call":
             self.answered[3].append({"type": "tool_call", "id": item["call_id"], "name": item["name"],
                                      "arguments": _cut(item["arguments"])})
         elif self.answered is not None and item.get("role") == "assistant":
-            self.answered[3].append({"type": "text", "content": _cut(item.get("content"))})
+            self.answered[3].append(_text(item.get("content")))
 
     def _compaction(self, event: ContextCompacted) -> None:
         c = event.compaction
@@ -290,7 +287,7 @@ class RunSpans:
             "gen_ai.agent.name": "agentkernel", "gen_ai.agent.id": event.run_id}, self._trace.SpanKind.INTERNAL)
         if self.content and event.system:
             self.run.set_attribute("gen_ai.system_instructions",
-                                   json.dumps([{"type": "text", "content": _cut(event.system)}]))
+                                   json.dumps([_text(event.system)]))
         self.context = self._trace.set_span_in_context(self.run)
         # What every request's span holds (the model and the provider on the run's and the requests' spans only:
         # a tool's span holds what is its own, and every attribute costs the SDK a check).
@@ -303,9 +300,9 @@ class RunSpans:
         self._end_chat()  # (one left open by a response that never said its usage)
         self.chat = time_ns()
 
-    def _chat(self, attributes: dict[str, Any], start: int | None) -> None:
+    def _chat(self, attributes: dict[str, Any], start: int | None, end: int | None = None) -> None:
         self._span(self.chat_name, {**self.chat_attributes, **attributes}, self._trace.SpanKind.CLIENT,
-                   start).end()
+                   start).end(end_time=end)
 
     def _usage(self, event: UsageUpdated) -> None:
         start = self.chat  # (None for a compaction's summary request, which has no round: it starts as it is told)
@@ -336,11 +333,9 @@ class RunSpans:
         assert self.answered is not None
         attributes, start, end, parts = self.answered
         self.answered = None
-        attributes["gen_ai.output.messages"] = json.dumps([{
-            "role": "assistant", "parts": parts, "finish_reason": attributes["gen_ai.response.finish_reasons"][0]}],
-            ensure_ascii=False)
-        self._span(self.chat_name, {**self.chat_attributes, **attributes}, self._trace.SpanKind.CLIENT,
-                   start).end(end_time=end)
+        attributes["gen_ai.output.messages"] = _messages(
+            "assistant", parts, finish_reason=attributes["gen_ai.response.finish_reasons"][0])
+        self._chat(attributes, start, end)
 
     def _end_chat(self) -> None:
         if self.chat is not None:
@@ -406,7 +401,7 @@ class RunSpans:
         if usage.cost is not None:
             self.run.set_attribute("agentkernel.cost", usage.cost)
         if self.content and result.answer:
-            self.run.set_attribute("gen_ai.output.messages", _messages("assistant", result.answer))
+            self.run.set_attribute("gen_ai.output.messages", _messages("assistant", [_text(result.answer)]))
         if status not in ("complete", "aborted"):
             self.run.set_attribute("error.type", status)
             self.run.set_status(self._trace.Status(self._trace.StatusCode.ERROR, _cut(result.detail, 200)))
@@ -460,6 +455,12 @@ def _cut(text: Any, limit: int = MAX_CONTENT) -> str:
     return text if len(text) <= limit else text[:limit] + f"… ({len(text):,} characters in all)"
 
 
-def _messages(role: str, text: Any) -> str:
-    return json.dumps([{"role": role, "parts": [{"type": "text", "content": _cut(text)}]}], ensure_ascii=False)
+def _text(text: Any) -> dict[str, Any]:
+    """A message's text part, cut."""
+    return {"type": "text", "content": _cut(text)}
+
+
+def _messages(role: str, parts: list[dict[str, Any]], **fields: Any) -> str:
+    """One message of ``role`` as the conventions' ``gen_ai.*.messages`` attributes hold it (JSON)."""
+    return json.dumps([{"role": role, "parts": parts, **fields}], ensure_ascii=False)
 
