@@ -181,12 +181,12 @@ def test_no_content_without_the_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    model = ScriptedModel([Call("lookup", {"key": "secretive"}), "the answer is 42"])
+    model = ScriptedModel([Call("lookup", {"key": "secretive"}), "the answer is tangerine"])
     run_sync("what is the key?", model=model, tools=[lookup], on_event=RunSpans(model, provider=provider))
     spans = exporter.get_finished_spans()
     assert not any(key in (s.attributes or {}) for s in spans for key in CONTENT_KEYS)
     text = _all_values(list(spans))
-    assert "secretive" not in text and "42" not in text and "what is the key" not in text
+    assert "secretive" not in text and "tangerine" not in text and "what is the key" not in text
 
 
 def test_content_with_the_switch_holds_no_secret(monkeypatch: pytest.MonkeyPatch) -> None:
