@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from kernel_client import KernelSession, kernel_env
+from kernel_client import Cell, KernelSession, kernel_env
 
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 
@@ -30,13 +30,13 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_a_receiver_that_is_down_is_one_line_in_the_next_run_and_nothing_in_other_cells(tmp_path: Path) -> None:
-    port = _closed_port()
+def two_runs(tmp_path: Path, **env: str) -> tuple[list[Cell], Cell]:
+    """A kernel with ``env`` (spans exported every 50 ms): a ``%%agent`` run, plain cells until the export has
+    failed in the background (and 1.5 s more, while the exporter retries and gives up), then a second run. The cells
+    before the second run, and the second run."""
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    env = kernel_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=f"http://agent:{PASSWORD}@127.0.0.1:{port}",
-                     OTEL_BSP_SCHEDULE_DELAY="50", OTEL_EXPORTER_OTLP_TIMEOUT="1")
-    kernel = KernelSession(cwd, env)
+    kernel = KernelSession(cwd, kernel_env(tmp_path, OTEL_BSP_SCHEDULE_DELAY="50", **env))
     cells = []
     try:
         cells.append(kernel.ok("%load_ext agentkernel"))
@@ -44,26 +44,34 @@ def test_a_receiver_that_is_down_is_one_line_in_the_next_run_and_nothing_in_othe
                                "from agentkernel import ScriptedModel\n"
                                "first, second = ScriptedModel(['one']), ScriptedModel(['two'])"))
         cells.append(kernel.ok("%%agent -m first\ngo", timeout=60))
-        # The export fails in the background: wait (cell by cell, each of which must stay clean) until it has.
         deadline = time.monotonic() + 60
         while kernel.value("tracing.TROUBLE.first") is None:
             assert time.monotonic() < deadline, "the export never failed"
             cells.append(kernel.ok("time.sleep(0.2); print('plain')"))
-        cells.append(kernel.ok("time.sleep(1.5); print('plain')"))  # while the exporter retries and gives up
+        cells.append(kernel.ok("time.sleep(1.5); print('plain')"))
         second = kernel.run("%%agent -m second\ngo", timeout=60)
     finally:
         kernel.shutdown()
-    for cell in cells:
+    for cell in cells:  # each must stay clean of what the exporter says
         assert cell.stderr == "", cell.describe()
         assert "traces" not in cell.stdout and "opentelemetry" not in cell.stdout, cell.describe()
-    assert second.status == "ok", second.describe()
-    notes = [line for line in second.stdout.splitlines() if "traces did not reach" in line]
-    assert len(notes) == 1, second.describe()
+    assert second.status == "ok" and second.stderr == "", second.describe()
+    return cells, second
+
+
+def notes(cell: Cell) -> list[str]:
+    return [line for line in cell.stdout.splitlines() if "traces did not reach" in line]
+
+
+def test_a_receiver_that_is_down_is_one_line_in_the_next_run_and_nothing_in_other_cells(tmp_path: Path) -> None:
+    port = _closed_port()
+    cells, second = two_runs(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=f"http://agent:{PASSWORD}@127.0.0.1:{port}",
+                             OTEL_EXPORTER_OTLP_TIMEOUT="1")
+    (note,) = notes(second)
     prefix = f"agentkernel: traces did not reach http://127.0.0.1:{port}/v1/traces: "
     # The cause, when the exporter logged it (it does when it has time left to retry, and a loaded machine may not).
-    assert notes[0][len(prefix):] in ("[Errno 111] Connection refused",
-                                      "Failed to export spans batch due to timeout, max retries or shutdown."), notes
-    assert second.stderr == ""
+    assert note[len(prefix):] in ("[Errno 111] Connection refused",
+                                  "Failed to export spans batch due to timeout, max retries or shutdown."), note
     everything = json.dumps([m for cell in [*cells, second] for m in cell.messages], default=str)
     assert PASSWORD not in everything
 
@@ -147,26 +155,9 @@ def test_a_receiver_that_refuses_the_token_is_one_line_with_its_status(tmp_path:
     header's value is in no cell."""
     token = "otlp-" + "Zk4" * 8
     with receiver(401) as (port, received):
-        cwd = tmp_path / "cwd"
-        cwd.mkdir()
-        kernel = KernelSession(cwd, kernel_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
-                                               OTEL_EXPORTER_OTLP_HEADERS=f"authorization=Bearer {token}",
-                                               OTEL_BSP_SCHEDULE_DELAY="50"))
-        try:
-            kernel.ok("%load_ext agentkernel")
-            kernel.ok("import time\nimport agentkernel.tracing as tracing\nfrom agentkernel import ScriptedModel\n"
-                      "first, second = ScriptedModel(['one']), ScriptedModel(['two'])")
-            cells = [kernel.ok("%%agent -m first\ngo", timeout=60)]
-            deadline = time.monotonic() + 60
-            while kernel.value("tracing.TROUBLE.first") is None:
-                assert time.monotonic() < deadline, "the export never failed"
-                cells.append(kernel.ok("time.sleep(0.2)"))
-            cells.append(kernel.ok("%%agent -m second\ngo", timeout=60))
-        finally:
-            kernel.shutdown()
+        cells, second = two_runs(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
+                                 OTEL_EXPORTER_OTLP_HEADERS=f"authorization=Bearer {token}")
     assert any(b"invoke_agent" in body for body in received)  # it was sent, and refused
-    notes = [line for line in cells[-1].stdout.splitlines() if "traces did not reach" in line]
-    assert notes == [f"agentkernel: traces did not reach http://127.0.0.1:{port}/v1/traces: Failed to export spans "
-                     "batch code: 401, reason: Unauthorized"], cells[-1].describe()
-    assert all(cell.stderr == "" for cell in cells)
-    assert token not in json.dumps([m for cell in cells for m in cell.messages], default=str)
+    assert notes(second) == [f"agentkernel: traces did not reach http://127.0.0.1:{port}/v1/traces: Failed to export "
+                             "spans batch code: 401, reason: Unauthorized"], second.describe()
+    assert token not in json.dumps([m for cell in [*cells, second] for m in cell.messages], default=str)
