@@ -433,7 +433,7 @@ def test_a_cell_that_calls_its_own_kernels_server_lends_it_the_kernel(kernel, se
     """``with _agent_serve.lend():`` a cell awaiting its own kernel's server gets the answer at its awaits, as it
     sees the cell (without it, the call would wait for the cell that waits for it)."""
     _, url, headers = serve()
-    cell = kernel.ok(f"""
+    cell = kernel.ok("""
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -441,7 +441,7 @@ stage = 'in the cell'
 with _agent_serve.lend():
     async with httpx2.AsyncClient(headers=_agent_serve.headers) as http, \\
             Client(streamable_http_client(_agent_serve.url, http_client=http)) as c:
-        result = await c.call_tool("inspect_variable", {{"name": "stage"}})
+        result = await c.call_tool("inspect_variable", {"name": "stage"})
 print("".join(part.text for part in result.content))
 stage = 'after the cell'
 """, timeout=60)
