@@ -27,8 +27,11 @@ from markdown_it.token import Token
 
 SCHEMES = frozenset({"http", "https", "mailto"})
 """The URL schemes a link in model text may have (and relative URLs, which have none)."""
-BLOCK_CLASS = "agentkernel-text tex2jax_ignore mathjax_ignore"
-"""The class of the ``<div>`` :func:`markdown_html` returns: MathJax 2 and 3 leave its content as typed."""
+NO_MATH = "tex2jax_ignore mathjax_ignore"
+"""A class that makes MathJax (2, 3 and 4: the front ends typeset TeX in HTML outputs and HTML widgets) leave an
+element's text as typed; every view that holds text a model or a tool wrote is inside one."""
+BLOCK_CLASS = f"agentkernel-text {NO_MATH}"
+"""The class of the ``<div>`` :func:`markdown_html` returns."""
 # What a browser's URL parser drops before it reads the scheme (leading C0 and space; tab and newline anywhere).
 _DROPPED = {c: None for c in range(0x21)} | {0x7F: None}
 

@@ -44,7 +44,7 @@ from ..stop import StopSignal
 from ..text import cut
 from ..tools import Decision, Tool, ToolCall
 from ..usage import Limits, Usage
-from .markup import markdown_html
+from .markup import NO_MATH, markdown_html
 from .render import HTML_OUTPUT_CHARS, arguments_html, change_html, image_html
 
 STATUS_COLOURS = {"ok": "#2e7d32", "error": "#c62828", "denied": "#ef6c00", "aborted": "#6d4c41",
@@ -290,7 +290,7 @@ class Panel:
             shown.parts = [shown.view]
         text = entry.message
         shown.view.value = (markdown_html(text) if entry.done
-                            else f'<div style="white-space: pre-wrap">{html.escape(text)}</div>')
+                            else f'<div class="{NO_MATH}" style="white-space: pre-wrap">{html.escape(text)}</div>')
 
     def show_call(self, entry: Entry, shown: Shown) -> None:
         if shown.view is None:
@@ -312,9 +312,9 @@ class Panel:
         # parts (HTML, Markdown) are not shown: its text is in the output
         images = "".join(image_html(d) for d in entry.images)
         shown.parts[0].value = (
-            f'<b style="color: {colour}">{status}</b>'
+            f'<div class="{NO_MATH}"><b style="color: {colour}">{status}</b>'
             f"<div><i>arguments</i></div>{arguments_html(call.arguments, call.name)}"
-            f"<div><i>output</i></div><pre style='margin: 0'>{output}</pre>{images}"
+            f"<div><i>output</i></div><pre style='margin: 0'>{output}</pre>{images}</div>"
         )
 
     def status_text(self) -> str:
@@ -330,7 +330,7 @@ class Panel:
 
     def refresh(self) -> None:
         elapsed = time.monotonic() - self.started
-        status = f"<code>{html.escape(self.status_text(), quote=False)}</code>"
+        status = f'<code class="{NO_MATH}">{html.escape(self.status_text(), quote=False)}</code>'
         if self.note:
             status += f"<br><small>{html.escape(self.note)}</small>"
         if status != self.status.value:
@@ -415,7 +415,7 @@ class Panel:
         question = widgets.HTML(f"{WAITING}: <code>{html.escape(call.name)}</code> has side effects. Run it?",
                                 layout=self.layout, style=self.html_style)
         shown = change_html(*change) if change is not None else arguments_html(call.arguments, call.name)
-        arguments = widgets.HTML(shown, layout=self.layout, style=self.html_style)
+        arguments = widgets.HTML(f'<div class="{NO_MATH}">{shown}</div>', layout=self.layout, style=self.html_style)
         rows = [widgets.HBox([question, approve, for_run], layout=self.layout),
                 widgets.HBox([deny, note], layout=self.layout)]
         box = widgets.VBox([arguments, *rows], layout=self.layout)

@@ -25,7 +25,7 @@ from ..record.timeline import Entry, Timeline
 from ..result import LoopResult
 from ..text import cut, hidden_warning, load_arguments, pretty_arguments, reveal
 from ..tools import Display
-from .markup import markdown_html
+from .markup import NO_MATH, markdown_html
 
 TEXT_OUTPUT_CHARS = 600
 HTML_OUTPUT_CHARS = 4000
@@ -92,7 +92,7 @@ def render_html(result: LoopResult, timeline: Timeline) -> str:
             parts.append(call_section(entry))
     if result.status != "complete":
         parts.append(f"<p><b>{esc(result.summary)}</b></p>")
-    return "\n".join(parts)
+    return f'<div class="agentkernel-record {NO_MATH}">\n' + "\n".join(parts) + "\n</div>"
 
 
 def call_section(entry: Entry) -> str:

@@ -129,7 +129,8 @@ def test_the_static_rendering_carries_the_answer_rendered_from_markdown(kernel: 
     final = cell.displays[-1]
     page = final["text/html"]
     assert "<p>Found <strong>two</strong> files:</p>\n<ul>\n<li><code>a.txt</code></li>" in page
-    assert page.startswith("<p><b>agent: complete · 2 rounds · 1 tool call")
+    assert page.startswith('<div class="agentkernel-record tex2jax_ignore mathjax_ignore">\n'
+                           "<p><b>agent: complete · 2 rounds · 1 tool call")
     details = [line for line in page.split("\n") if line.startswith("<details>")]
     assert len(details) == 1  # the call's section, on one line
     # HTML and plain text only: a front end renders the HTML inside text/markdown live (issue 36)

@@ -58,7 +58,7 @@ def test_the_html_renders_the_answer_and_escapes_what_the_tools_wrote() -> None:
     page = render_html(*record_of([[Call("lookup", {"key": "<script>\n\nx"})], "**done**: `a` <b>raw</b>"]))
     assert "<script>" not in page and "&lt;script&gt;" in page
     # the answer rendered from the model's Markdown, its raw HTML shown as typed
-    assert page.endswith("<p><strong>done</strong>: <code>a</code> &lt;b&gt;raw&lt;/b&gt;</p>\n</div>")
+    assert page.endswith("<p><strong>done</strong>: <code>a</code> &lt;b&gt;raw&lt;/b&gt;</p>\n</div>\n</div>")
     (section,) = [part for part in page.split("\n") if part.startswith("<details>")]
     assert "&#10;" in section  # one line: the record's sections are found and counted by line
     assert live_parts(page) == []
@@ -125,3 +125,15 @@ def test_image_data_that_is_not_base64_never_reaches_the_html() -> None:
     page = render_html(result, record)
     assert "onerror" not in page and "<script>" not in page and "<img" not in page
     assert "image/png not shown: its data is not base64" in page
+
+
+def test_the_result_display_and_a_stop_error_show_escape_sequences_rather_than_send_them() -> None:
+    from agentkernel.jupyter.errors import STOP_ERRORS
+
+    evil = "\x1b]0;owned\x07\x1b[2Jdone"
+    result, _ = record_of([evil])
+    result.detail, result.status = f"lookup {evil}", "repeated_tool_call"
+    pretty = "\n".join(result._summary_lines())
+    assert "\x1b" not in pretty and "\x07" not in pretty and "⟨U+001B⟩]0;owned⟨U+0007⟩" in pretty
+    error = str(STOP_ERRORS["repeated_tool_call"](result))
+    assert error.startswith("REPEATED_TOOL_CALL: lookup ⟨U+001B⟩") and "\x1b" not in error
