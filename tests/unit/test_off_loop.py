@@ -118,7 +118,7 @@ def test_the_stream_is_read_while_the_callers_loop_is_blocked() -> None:
             while not read:
                 await asyncio.sleep(0.01)
             blocked, before = time.monotonic(), len(read)
-            while len(read) < before + 15 and time.monotonic() < blocked + 30:  # the loop is held: only the thread reads
+            while len(read) < before + 15 and time.monotonic() < blocked + 30:  # the loop is held: the thread reads
                 time.sleep(0.01)
             unblocked = time.monotonic()
             return blocked, unblocked, await task
