@@ -50,9 +50,11 @@ if TYPE_CHECKING:  # the run's parts are imported where a cell first uses them, 
 
 DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-PANEL_TEXT = ""
-"""The panel's text, live and once the record replaced it: empty, the same in both, so nbval (which ignores
-display updates) compares the saved notebook with a fresh run equal."""
+PANEL_LEFT: dict[str, Any] = {}
+"""What the record leaves of the panel's display: no data at all, an output JupyterLab, Notebook 7 and nbconvert
+show as nothing (an empty ``text/plain`` showed as an empty output). The live display holds only the widget view,
+which nbval skips, and nbval ignores the update, so it compares the saved notebook (the empty output, then the
+record) with a fresh run equal."""
 NO_MODEL = (
     "No model is configured: set OPENAI_API_KEY (and optionally AGENTKERNEL_MODEL or "
     "%config AgentMagics.model = '...'), point --base-url at an OpenAI-compatible server, "
@@ -472,7 +474,7 @@ class AgentMagics(Magics):
         run = CellRun(loop=loop, panel=panel, prompt=setup.prompt, out=options.out, kernel=setup.tools.kernel,
                       notebook=notebook, cells=options.cells)
         if not asks_on_terminal(self.shell):  # a terminal or a console shows no widget: it gets the record only
-            bundle = {WIDGET_VIEW: panel.widget._repr_mimebundle_()[WIDGET_VIEW], "text/plain": PANEL_TEXT}
+            bundle = {WIDGET_VIEW: panel.widget._repr_mimebundle_()[WIDGET_VIEW]}  # no text/plain: see PANEL_LEFT
             run.shown = display(bundle, raw=True, display_id=True)
             # the Undo button, from the run's first change of the notebook
             notebook.on_change = lambda changes: panel.add_action(
@@ -681,7 +683,7 @@ class AgentMagics(Magics):
         """The panel's display emptied (the record below it replaces it, or the run failed) and its widgets closed:
         a saved notebook holds no view of a dead widget model, and the kernel no widget of a finished run."""
         if run.shown is not None:
-            run.shown.update({"text/plain": PANEL_TEXT}, raw=True)
+            run.shown.update(PANEL_LEFT, raw=True)
             run.shown = None
         run.panel.close()
 
