@@ -214,6 +214,9 @@ def prepare(state: KernelState, options: AgentOptions, prompt: str, *, clickable
     """
     if not prompt and options.resume is None and not options.mcp_prompt:
         raise UsageError("the prompt is empty: write it in the cell body below %%agent (or after %agent)")
+    if options.replay and options.record:
+        raise UsageError("--record and --replay cannot be used together: record a run from a live model, then replay "
+                         "that cassette")
     plan = RunPlan.of(options)
     model = plan.model(state.user_ns)
     secrets = KERNEL.configure(keys=plan.keys(model), env_names=options.secret_env)

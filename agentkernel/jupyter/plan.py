@@ -109,9 +109,6 @@ class RunPlan:
         """The run's model: ``--replay``'s cassette, else the model named (an object in ``namespace``, else a
         provider's), wrapped to be recorded with ``--record``."""
         options = self.options
-        if options.replay and options.record:
-            raise AgentConfigError("--record and --replay cannot be used together: record a run from a live model, "
-                                   "then replay that cassette")
         if options.replay:
             from ..models.cassette import ReplayModel
 

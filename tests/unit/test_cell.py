@@ -91,10 +91,11 @@ def test_a_cell_that_cannot_start_leaves_a_fatal_error_and_keeps_the_previous_hi
     assert "not a model" in result.detail and "usage:" not in result.detail
 
 
-@pytest.mark.parametrize("line", ["--record a.json --replay b.json", "--out 1x", "--text-repeats 1"])
-def test_unusable_options_fail_before_the_run_starts(line: str) -> None:
+@pytest.mark.parametrize(("line", "error"), [("--record a.json --replay b.json", UsageError),
+                                             ("--out 1x", AgentConfigError), ("--text-repeats 1", AgentConfigError)])
+def test_unusable_options_fail_before_the_run_starts(line: str, error: type[Exception]) -> None:
     shell = FakeShell(m=ScriptedModel(["never"]))
-    with pytest.raises(AgentConfigError):
+    with pytest.raises(error):
         asyncio.run(cell.run_awaited(kernel_state(shell), f"-m m {line}", "go"))
     assert shell.user_ns["_agent"].status == "fatal_error"
     assert shell.user_ns["m"].requests == 0  # the model was never asked
