@@ -228,12 +228,12 @@ def prepare(state: KernelState, options: AgentOptions, prompt: str, *, clickable
     history = plan.history(state.user_ns)
     folder = os.getcwd()  # the notebook's folder, as the front ends start its kernel there
     skills = plan.skills(folder)
-    for problem in skills.problems:
-        state.note(problem)
     # the tagged cells from the saved file, unless the front end gives them live (brief, on the event loop)
     saved = options.instructions and not tools.notebook.reads_live()
-    return CellSetup(plan, model, prompt, tools, history, clickable,
-                     plan.instructions(folder, tools.notebook.saved_instructions() if saved else None), skills)
+    instructions = plan.instructions(folder, tools.notebook.saved_instructions() if saved else None)
+    for problem in plan.problems:  # a skill or an instruction file left out
+        state.note(problem)
+    return CellSetup(plan, model, prompt, tools, history, clickable, instructions, skills)
 
 
 def expand_prompt(state: KernelState, prompt: str, secrets: SecretSet | None = None) -> str:
