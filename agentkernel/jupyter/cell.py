@@ -315,14 +315,19 @@ def launch(state: KernelState, setup: CellSetup) -> CellRun:
 
 
 def tell_transcripts(state: KernelState, loop: AgentLoop, panel: Panel) -> None:
-    """The panel's note, once per kernel and live only (paths differ by machine), of where runs are saved."""
+    """Say once per kernel where runs are saved: the panel's note (live only: paths differ by machine), or on a
+    terminal or a console, which show no panel, one printed line before the run."""
     from ..record.transcript import KEEP
 
     if loop.transcript and not state.told_transcripts:
         state.told_transcripts = True
         folder, home = str(loop.transcript.path.parent), os.path.expanduser("~")
         shown = "~" + folder[len(home):] if folder.startswith(home + os.sep) else folder
-        panel.note = f"runs are saved in {shown} (the newest {KEEP} kept; --no-transcript: none)"
+        said = f"runs are saved in {shown} (the newest {KEEP} kept; --no-transcript: none)"
+        if asks_on_terminal(state.shell):
+            state.note(said)
+        else:
+            panel.note = said
 
 
 def show_panel(state: KernelState, run: CellRun) -> None:
