@@ -182,4 +182,4 @@ def load_skill_tool(skills: Skills) -> Tool:
                   f"{', '.join(others)}]") if others else ""
         return skill.body + listed
 
-    return tool(load_skill)
+    return tool(load_skill, anytime=True)

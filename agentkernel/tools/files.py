@@ -482,7 +482,7 @@ def file_tools(root: str | os.PathLike[str] | PathPolicy | None = None, *,
             cancelled.set()
 
     # They cut their own output to MAX_OUTPUT_CHARS and then add a note saying what to ask for next: no second cut.
-    return [tool(f, max_output_chars=None) for f in (read, list_, search_text)]
+    return [tool(f, max_output_chars=None, anytime=True) for f in (read, list_, search_text)]
 
 
 def __getattr__(name: str) -> Tool:
