@@ -344,7 +344,8 @@ class AgentMagics(Magics):
         except (AgentConfigError, UsageError) as e:
             previous = self.user_ns.get("_agent")
             history = previous.history if isinstance(previous, LoopResult) else []
-            self.user_ns["_agent"] = LoopResult("fatal_error", None, history, detail=str(e).split("\nusage:")[0])
+            self.user_ns["_agent"] = LoopResult("fatal_error", None, history,
+                                                detail=KERNEL.current.redact(str(e).split("\nusage:")[0]))
             raise
 
     # -- preparing a run -------------------------------------------------------------------------------------
@@ -642,8 +643,11 @@ class AgentMagics(Magics):
             signal.signal(signal.SIGINT, previous)
 
     def publish(self, run: CellRun, result: LoopResult) -> CellResult:
+        from ..events import redacted_result
+
+        result = redacted_result(result)  # _agent holds markers, as every view of the run does
         result = CellResult(**{f.name: getattr(result, f.name) for f in fields(LoopResult)},
-                            executed_code=run.kernel.executed_code)
+                            executed_code=[KERNEL.current.redact(code) for code in run.kernel.executed_code])
         self.user_ns["_agent"] = result
         if run.out:
             self.user_ns[run.out] = result
