@@ -21,6 +21,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import ipywidgets as widgets  # type: ignore[import-untyped]
 from ipywidgets.widgets.widget_string import HTMLStyle, TextStyle  # type: ignore[import-untyped]
@@ -46,6 +47,9 @@ from ..tools import Decision, Tool, ToolCall
 from ..usage import Limits, Usage
 from .markup import NO_MATH, markdown_html
 from .render import HTML_OUTPUT_CHARS, arguments_html, change_html, image_html
+
+if TYPE_CHECKING:
+    from .scheduler import RunTurns
 
 STATUS_COLOURS = {"ok": "#2e7d32", "error": "#c62828", "denied": "#ef6c00", "aborted": "#6d4c41",
                   "not_run": "#6d4c41"}
@@ -87,6 +91,8 @@ class Panel:
         self.waiting = False  # for the first token of the round's response
         self.note = ""
         """A line under the status line (where the kernel's transcripts go, said once per kernel)."""
+        self.turns: RunTurns | None = None
+        """The run's way to the kernel's turn: the status line says what a queued call waits for."""
         self.briefing: dict[str, list[str]] = {}  # the run's instructions' sources and skills (RunStarted)
         self.loaded_skills: list[str] = []
         self.status = widgets.HTML()
@@ -326,7 +332,8 @@ class Panel:
         line = status_line(state, self.round, self.calls, self.timeline.denied, self.usage, self.compactions,
                            now - self.started, briefing_line(self.briefing.get("instructions", []),
                                                              self.briefing.get("skills", []), self.loaded_skills))
-        return line + " · waiting for the model's first token" * self.waiting
+        line += " · waiting for the model's first token" * self.waiting
+        return f"{line} · {self.turns.waiting}" if self.turns is not None and self.turns.waiting else line
 
     def refresh(self) -> None:
         elapsed = time.monotonic() - self.started

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..tools import ToolCall
+from .exits import exit_refused
 
 _SCHEDULERS: weakref.WeakKeyDictionary[Any, KernelScheduler] = weakref.WeakKeyDictionary()
 
@@ -119,7 +120,10 @@ class KernelScheduler:
                 turns.wait("")
         self.holder = call.name
         try:
-            yield
+            # Between the user's cells, exit() in a tool or the code it runs must not end the kernel (a foreground
+            # run's cell refuses it for the run's length, see exits.py).
+            with contextlib.nullcontext() if turns.own_cell else exit_refused(self.shell):
+                yield
         finally:
             self.holder = ""
             self.lock.release()

@@ -5,6 +5,7 @@ once. The shell is IPython's real EventManager with the cell events a kernel tri
 from __future__ import annotations
 
 import asyncio
+import sys
 from types import SimpleNamespace
 from typing import Any
 
@@ -23,6 +24,8 @@ class Shell:
     def __init__(self) -> None:
         self.events = EventManager(self, available_events)
         self.execution_count = 1
+        self.exiter = object()  # IPython's exit(), which would end the kernel
+        self.user_ns: dict[str, Any] = {"exit": self.exiter, "quit": self.exiter}
 
     def start_cell(self) -> int:
         self.execution_count += 1  # IPython advances the counter as the cell starts
@@ -169,6 +172,43 @@ def test_the_runner_runs_anytime_tools_at_once_and_waits_for_the_cell_with_the_o
         shell.end_cell()
         results = await asyncio.wait_for(waiting, 2)
         assert [(r.status, r.output) for r in results] == [("ok", "read"), ("ok", "quick")]
+
+    asyncio.run(main())
+
+
+def test_exit_in_a_call_between_cells_raises_systemexit_instead_of_ending_the_kernel() -> None:
+    """A background call runs between cells, outside any foreground run's refusal of exit(): its turn refuses it."""
+
+    async def main() -> None:
+        shell = Shell()
+        scheduler = KernelScheduler(shell, running=False)
+        seen = {}
+        for own in (False, True):
+            async with RunTurns(scheduler, own_cell=own).turn(call()):
+                seen[own] = shell.user_ns["exit"]
+        assert seen[False] is sys.exit and seen[True] is shell.exiter  # the cell's own run: its cell refuses it
+        assert shell.user_ns["exit"] is shell.exiter and shell.user_ns["quit"] is shell.exiter
+
+    asyncio.run(main())
+
+
+def test_the_panels_status_line_says_what_a_queued_call_waits_for() -> None:
+    from agentkernel.jupyter.panel import Panel
+    from agentkernel.stop import StopSignal
+    from agentkernel.usage import Limits
+
+    async def main() -> None:
+        shell = Shell()
+        panel = Panel(Limits(), StopSignal())
+        panel.turns = RunTurns(KernelScheduler(shell), changed=panel.schedule)
+        number = shell.start_cell()
+        task = asyncio.ensure_future(_run(panel.turns))
+        await settle()
+        assert panel.status_text().endswith(f"· waiting for cell [{number}] to finish")
+        shell.end_cell()
+        await asyncio.wait_for(task, 1)
+        assert "waiting for cell" not in panel.status_text()
+        panel.close()
 
     asyncio.run(main())
 
