@@ -501,6 +501,12 @@ class Journal:
         return sum(s.size for s in self.saved.values() if not s.dropped)
 
     @property
+    def names(self) -> int:
+        """How many variables the run changed that an undo can take back or name."""
+        return len(self.bindings.keys() | self.after.keys() | self.lost.keys()
+                   | {name for saved in self.saved.values() for name in saved.names})
+
+    @property
     def empty(self) -> bool:
         """Nothing left to undo or to name."""
         return not self.bindings and not self.saved and not self.lost and not self.dynamic
