@@ -430,7 +430,7 @@ class Panel:
         entry = self.timeline.ask(call, time.monotonic())
         self.shown[entry] = Shown(box, [arguments, question, approve, for_run, deny, note, *rows, box], entry.version)
         self.flush(now=True)  # a person has to see it now
-        chosen, decided = None, f"denied: the {self.scope} was stopped"
+        chosen, decided = None, self.cut_short()
         try:
             chosen, decision = await asyncio.wait_for(answer, timeout)
             decided = described(decision, self.scope)
@@ -450,6 +450,10 @@ class Panel:
                               f"<b>{html.escape(decided)}</b>")
             self.flush(now=True)
         return decision
+
+    def cut_short(self) -> str:
+        """What an approval row says when its wait was cancelled (Stop)."""
+        return f"denied: the {self.scope} was stopped"
 
 
 def close_tree(widget: widgets.Widget) -> None:
