@@ -430,7 +430,7 @@ class Panel:
         entry = self.timeline.ask(call, time.monotonic())
         self.shown[entry] = Shown(box, [arguments, question, approve, for_run, deny, note, *rows, box], entry.version)
         self.flush(now=True)  # a person has to see it now
-        chosen, decided = None, self.cut_short()
+        chosen, decided = None, ""
         try:
             chosen, decision = await asyncio.wait_for(answer, timeout)
             decided = described(decision, self.scope)
@@ -438,6 +438,7 @@ class Panel:
             waited = f"no answer within {timeout:g} s (approval_timeout)"
             decision, decided = Decision(False, reason=f"got {waited}"), f"denied: {waited}"
         finally:  # also when Stop cancels the wait: the question is closed at once
+            decided = decided or self.cut_short()
             for button, _ in choices:
                 button.disabled = True
                 if button is not chosen:

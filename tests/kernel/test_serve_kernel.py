@@ -561,3 +561,94 @@ def test_a_served_session_is_a_run_on_the_record(kernel, tmp_path):
     assert records[-1]["event"] == "end" and records[-1]["reason"] == "stopped with the Stop button"
     assert headers["Authorization"].split()[1] not in Path(path).read_text()
     assert not Path(kernel.value("_agent_serve.token_file")).exists()  # removed with the session
+
+
+def test_a_notebook_saved_by_nbclient_holds_the_sessions_record_and_no_token(tmp_path, monkeypatch):
+    """nbclient (so papermill and nbconvert) saves every widget's state in the notebook: the panel's snippets are
+    there, the token is not, in any piece; the serving cell holds the record (a read, a side effect denied at once
+    with its reason, why the session ended) and no widget view."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.setenv("PYTHONPATH", str(root))
+    monkeypatch.setenv("AGENTKERNEL_TRANSCRIPTS", str(tmp_path / "transcripts"))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    for name in ("CI", "AGENTKERNEL_NONINTERACTIVE", "PYTEST_CURRENT_TEST"):
+        monkeypatch.delenv(name, raising=False)
+    kept = tmp_path / "token.txt"  # where the notebook puts the token for this test only: never in an output
+    cells = [
+        "%load_ext agentkernel\nanswer = 42",
+        "%agent_serve --tools inspect_variable,run_python",
+        "import httpx2\nfrom mcp import Client\nfrom mcp.client.streamable_http import streamable_http_client\n\n"
+        "async with httpx2.AsyncClient(headers=_agent_serve.headers) as http, \\\n"
+        "        Client(streamable_http_client(_agent_serve.url, http_client=http)) as c:\n"
+        "    read = await c.call_tool('inspect_variable', {'name': 'answer'})\n"
+        "    wrote = await c.call_tool('run_python', {'code': 'answer = 0'})\n"
+        "print('errors:', read.is_error, wrote.is_error)\n"
+        f"open({str(kept)!r}, 'w').write(_agent_serve.headers['Authorization'].split()[1])",
+        "%agent_serve stop",
+        "print(answer, _agent_serve.transcript is not None)",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    saved = tmp_path / "served.ipynb"
+    nbformat.write(nb, saved)
+    token, whole = kept.read_text(), saved.read_text()
+
+    printed = "".join(o.get("text", "") for cell in nb.cells for o in cell.outputs if o["output_type"] == "stream")
+    assert "errors: False True" in printed and "42 True" in printed, printed
+    assert "agentkernel-serve-" in json.dumps(nb.metadata.get("widgets", {}))  # the snippets' state was saved
+    assert len(token) >= 40
+    assert token not in whole
+    pieces = [token[i:i + 8] for i in range(len(token) - 7)]
+    assert not [piece for piece in pieces if piece in whole]
+    for transcript in (tmp_path / "transcripts").iterdir():
+        assert token not in transcript.read_text()
+
+    outputs = nb.cells[1].outputs
+    assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
+    [record] = [o["data"] for o in outputs if "text/markdown" in o.get("data", {})]
+    for shown_as in (record["text/plain"], record["text/markdown"]):
+        assert "agent_serve: ended · 2 calls · 1 denied" in shown_as
+        assert "inspect_variable(name=" in shown_as and "run_python(code=" in shown_as
+        assert "nobody can approve it: this kernel is run without a front end" in shown_as
+        assert "why it ended: ended with %agent_serve stop" in shown_as
+
+
+def kernel_rss(pid: int) -> int:
+    """The kernel process's resident memory, in bytes (``VmRSS`` of ``/proc/PID/status``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+LARGE_CALLS, LARGE_ARGUMENT = 100, 2_000_000
+MEMORY_BOUND = 120 * 2**20
+"""What 100 calls of 2 MB each may add to the kernel: the session keeps a bounded entry per call (before, it kept
+each call's arguments whole, several times: hundreds of MB)."""
+
+
+def test_large_read_only_calls_leave_the_kernels_memory_bounded(kernel, serve):
+    if not Path("/proc/self/status").exists():
+        pytest.skip("reads the kernel's memory from /proc")
+    _, url, headers = serve("--tools inspect_variable,list_variables")
+    pid = kernel.value("os.getpid()")
+
+    async def calls(count: int, size: int) -> None:
+        async with client(url, headers) as c:
+            for i in range(count):  # each unlike the others: no guard refuses them
+                result = await c.call_tool("inspect_variable", {"name": f"v{i}_" + "x" * size})
+                assert result.is_error or result.content
+
+    run(lambda: calls(3, LARGE_ARGUMENT))  # the SDK's and the tools' first use
+    kernel.ok("import gc; gc.collect()")
+    before = kernel_rss(pid)
+    run(lambda: calls(LARGE_CALLS, LARGE_ARGUMENT))
+    kernel.ok("import gc; gc.collect()")
+    grown = kernel_rss(pid) - before
+    assert kernel.value("len(_agent_serve.calls)") == LARGE_CALLS + 3
+    longest = kernel.value("max(len(c.call.arguments) + len(c.result.output) for c in _agent_serve.calls)")
+    assert longest <= 2 * 10_100, longest  # each call kept as a bounded entry
+    assert grown < MEMORY_BOUND, f"the kernel grew by {grown / 2**20:.0f} MB"
