@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 from dataclasses import dataclass, field
@@ -9,7 +10,7 @@ from typing import Any
 
 from .endings import Status
 from .record.history import Item
-from .text import short
+from .text import reveal, short
 from .usage import Usage
 
 ANSWER_LINES = 8
@@ -99,6 +100,7 @@ class LoopResult:
     # -- display in a notebook: a short summary, never the whole history -------------------------------------
 
     def _summary_lines(self) -> list[str]:
+        """The display's lines; control characters the model wrote (an escape sequence) shown as ``⟨U+001B⟩``."""
         lines = [f"LoopResult: {self.status_line}"]
         if self.detail:
             lines.append(f"why: {short(self.detail, 300)}")
@@ -110,13 +112,22 @@ class LoopResult:
                 lines.append(f"  … ({len(answer) - ANSWER_LINES} more lines in .answer)")
         lines.append(f"history: {_count(len(self.history), 'item')} in .history; "
                      f"{_count(len(self.partial_findings), 'finding')} in .partial_findings")
-        return lines
+        return [reveal(line)[0] for line in lines]
+
+    def _shown_lines(self) -> list[str]:
+        """:meth:`_summary_lines` with the kernel's secrets as markers, as they are now (a result made outside a
+        notebook run, or kept from before a secret was named, is shown with markers too)."""
+        from .secrets import redact_text
+
+        marked = dataclasses.replace(self, answer=None if self.answer is None else redact_text(self.answer),
+                                     detail=redact_text(self.detail))  # before the lines cut them
+        return [redact_text(line) for line in marked._summary_lines()]
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text("LoopResult(...)" if cycle else "\n".join(self._summary_lines()))
+        p.text("LoopResult(...)" if cycle else "\n".join(self._shown_lines()))
 
     def _repr_html_(self) -> str:
-        head, *rest = self._summary_lines()
+        head, *rest = self._shown_lines()
         body = html.escape("\n".join(rest))
         return f"<div><b>{html.escape(head)}</b><pre style='margin: 4px 0 0'>{body}</pre></div>"
 

@@ -344,7 +344,8 @@ class AgentMagics(Magics):
         except (AgentConfigError, UsageError) as e:
             previous = self.user_ns.get("_agent")
             history = previous.history if isinstance(previous, LoopResult) else []
-            self.user_ns["_agent"] = LoopResult("fatal_error", None, history, detail=str(e).split("\nusage:")[0])
+            self.user_ns["_agent"] = LoopResult("fatal_error", None, history,
+                                                detail=KERNEL.current.redact(str(e).split("\nusage:")[0]))
             raise
 
     # -- preparing a run -------------------------------------------------------------------------------------
@@ -401,12 +402,12 @@ class AgentMagics(Magics):
         history = self.previous_history(options.resume) if options.resume is not None else None
         folder = os.getcwd()  # the notebook's folder, as the front ends start its kernel there
         skills = plan.skills(folder)
-        for problem in skills.problems:
-            self.note(problem)
         # the tagged cells from the saved file, unless the front end gives them live (brief, on the event loop)
         saved = options.instructions and not tools.notebook.reads_live()
-        return CellSetup(plan, model, prompt, tools, history, clickable,
-                         plan.instructions(folder, tools.notebook.saved_instructions() if saved else None), skills)
+        instructions = plan.instructions(folder, tools.notebook.saved_instructions() if saved else None)
+        for problem in plan.problems:  # a skill or an instruction file left out
+            self.note(problem)
+        return CellSetup(plan, model, prompt, tools, history, clickable, instructions, skills)
 
     async def brief(self, setup: CellSetup) -> None:
         """What needs the kernel's event loop before the run: the notebook's tagged cells as the front end has them,
@@ -642,8 +643,11 @@ class AgentMagics(Magics):
             signal.signal(signal.SIGINT, previous)
 
     def publish(self, run: CellRun, result: LoopResult) -> CellResult:
+        from ..events import redacted_result
+
+        result = redacted_result(result)  # _agent holds markers, as every view of the run does
         result = CellResult(**{f.name: getattr(result, f.name) for f in fields(LoopResult)},
-                            executed_code=run.kernel.executed_code)
+                            executed_code=[KERNEL.current.redact(code) for code in run.kernel.executed_code])
         self.user_ns["_agent"] = result
         if run.out:
             self.user_ns[run.out] = result

@@ -9,12 +9,13 @@ same way.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import AgentConfigError
 from ..guards import GuardConfig
-from ..instructions import Instruction, instruction_files
+from ..instructions import Instruction, find_project_root, read_instruction_files
 from ..pricing import Pricer, parse_price
 from ..skills import Skills, find_skills, skill_folders
 from ..stop import StopSignal
@@ -71,6 +72,8 @@ class RunPlan:
     limits: Limits
     guards: GuardConfig
     price: Pricer | None
+    problems: list[str] = field(default_factory=list)
+    """One line for each instruction file or skill left out (:meth:`instructions`, :meth:`skills`), to print once."""
 
     @classmethod
     def of(cls, options: AgentOptions) -> RunPlan:
@@ -100,6 +103,7 @@ class RunPlan:
         (``namespace``), the file tools under ``--root``, the kernel's and the notebook's tools, the MCP servers of
         the configuration (``servers``: the kernel's). The MCP servers start later (:meth:`RunTools.start`)."""
         o = self.options
+        kernel.journals.budget = int(o.undo_budget * 2**20)
         mcp = MCPToolset(servers, o.mcp_config, o.mcp, model_images=model_images, prompt=o.mcp_prompt)
         sources: list[Toolset] = [
             NamespaceToolset(namespace),
@@ -110,16 +114,29 @@ class RunPlan:
         ]
         return RunTools(kernel, notebook, mcp, select(o.tools, sources))
 
+    def project_root(self, folder: str) -> Path:
+        """The project root of a notebook in ``folder``: ``--root``, else found upwards from ``folder``
+        (:func:`~agentkernel.instructions.find_project_root`). The file tools' root is ``--root``, else the
+        notebook's folder (the working directory), not the found root."""
+        return Path(self.options.root).expanduser().resolve() if self.options.root else find_project_root(folder)
+
     def instructions(self, folder: str, cells: Instruction | None = None) -> list[Instruction]:
-        """The project's instructions for a notebook in ``folder``: the files from ``--root`` down to it, then the
-        notebook's tagged cells (``cells``); none with ``--no-instructions``."""
+        """The project's instructions for a notebook in ``folder``: the files from the project root down to it,
+        then the notebook's tagged cells (``cells``); none with ``--no-instructions``. A file left out by the file
+        rules adds its line to :attr:`problems`."""
         if not self.options.instructions:
             return []
-        return instruction_files(self.options.root or folder, folder) + ([cells] if cells else [])
+        found = read_instruction_files(self.project_root(folder), folder)
+        self.problems += found.problems
+        return found.instructions + ([cells] if cells else [])
 
     def skills(self, folder: str) -> Skills:
-        """The skills under ``--root`` (else ``folder``), in ``~/.agentkernel/skills`` and in ``skill_paths``."""
-        return find_skills(skill_folders(self.options.root or folder, self.options.skill_paths))
+        """The skills under the project root, in ``~/.agentkernel/skills`` and in ``skill_paths``; a skill left out
+        adds its line to :attr:`problems`."""
+        root = self.project_root(folder)
+        skills = find_skills(skill_folders(root, self.options.skill_paths), project=root)
+        self.problems += skills.problems
+        return skills
 
     def approver(self, panel: Asker, *, nobody: str | None, terminal: bool = False,
                  notebook: NotebookTools | None = None, untrusted: dict[str, str] | None = None) -> Approver:

@@ -20,7 +20,6 @@ import asyncio
 import atexit
 import contextlib
 import html
-import inspect
 import json
 import os
 import re
@@ -28,6 +27,7 @@ import shlex
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,10 +41,11 @@ from ..secrets import KERNEL
 from ..serve_stdio import TOKEN_ENV
 from ..stop import StopSignal
 from ..text import cut
-from ..tools import Approver, Decision, Tool, ToolCall, Verdict
+from .markup import NO_MATH
 from .panel import Panel, close_tree
 from .plan import RunPlan, RunTools
-from .render import TEXT_OUTPUT_CHARS, call_section
+from .render import TEXT_OUTPUT_CHARS, call_section, plain
+from .scheduler import RunTurns, scheduler_of
 
 if TYPE_CHECKING:  # agentkernel.mcp (and pydantic) are imported when a session starts, not at %load_ext
     from ..mcp.serving import MCPHTTPServer
@@ -108,62 +109,6 @@ def write_token(path: Path, token: str) -> None:
         f.write(token + "\n")
 
 
-class CellWatch:
-    """Whether one of the user's cells is running (IPython's ``pre_run_cell`` / ``post_run_cell``), so that a
-    side-effecting call waits for it to end and runs between the user's cells.
-
-    Read-only calls do not wait: a cell that awaits lets them run at its awaits. A blocking cell holds every call, as
-    it holds the kernel's event loop.
-    """
-
-    def __init__(self, shell: Any, changed: Any = None):
-        self.shell = shell
-        self.changed = changed
-        self.idle = asyncio.Event()
-        self.idle.set()  # the serving cell itself ends as soon as the session is up
-        self.queued = 0
-        if shell is not None:
-            shell.events.register("pre_run_cell", self._started)
-            shell.events.register("post_run_cell", self._ended)
-
-    def _started(self, info: Any) -> None:
-        self.idle.clear()
-
-    def _ended(self, result: Any) -> None:
-        self.idle.set()
-
-    def close(self) -> None:
-        if self.shell is not None:
-            for event, callback in (("pre_run_cell", self._started), ("post_run_cell", self._ended)):
-                with contextlib.suppress(ValueError):
-                    self.shell.events.unregister(event, callback)
-        self.idle.set()
-
-    def after_the_cell(self, approve: Approver) -> Approver:
-        """``approve``, then (for a call it approves) a wait until no cell of the user's runs."""
-
-        async def ask(call: ToolCall, tool: Tool) -> Verdict:
-            verdict = approve(call, tool)
-            if inspect.isawaitable(verdict):
-                verdict = await verdict
-            if (verdict is True or isinstance(verdict, Decision) and verdict.approve is True) \
-                    and not self.idle.is_set():
-                self.queued += 1
-                self._changed()
-                try:
-                    await self.idle.wait()
-                finally:
-                    self.queued -= 1
-                    self._changed()
-            return verdict
-
-        return ask
-
-    def _changed(self) -> None:
-        if self.changed is not None:
-            self.changed()
-
-
 class ServePanel(Panel):
     """The run panel for a served session: its connection above the Stop button, each call as a section."""
 
@@ -171,7 +116,7 @@ class ServePanel(Panel):
 
     def __init__(self, plan: RunPlan, stop: StopSignal):
         self.server: MCPHTTPServer | None = None
-        self.cells: CellWatch | None = None
+        self.turns: RunTurns | None = None
         super().__init__(plan.limits, stop, throttle=plan.options.stream_throttle)
         self.state = "serving"
         self.stop_button.tooltip = "End the session: the running call is cut, no call runs after"
@@ -208,8 +153,8 @@ class ServePanel(Panel):
         session, elapsed = self.server.session, time.monotonic() - self.started
         parts = [self.state, f"{self.calls} call{'s' * (self.calls != 1)}"]
         parts += [f"{session.waiting} waiting"] * bool(session.waiting)
-        if self.cells is not None and self.cells.queued:
-            parts.append("a call waits for the running cell to end")
+        if self.turns is not None and self.turns.waiting:
+            parts.append(f"a call is {self.turns.waiting}")
         parts += [f"{self.timeline.denied} denied"] * bool(self.timeline.denied)
         parts += [f"{self.server.rejected} refused without the token"] * bool(self.server.rejected)
         if self.server.clients:
@@ -235,6 +180,20 @@ class ServeSession:
     started: float = field(default_factory=time.time)
     shown: Any = None
     """The serving cell's display of the panel (a ``DisplayHandle``), while the session lasts."""
+
+    @contextlib.contextmanager
+    def lend(self) -> Iterator[None]:
+        """For a cell that calls this kernel's own server and waits for the answer: while the block runs, calls that
+        touch the kernel run at the cell's awaits instead of waiting for the cell to end (which would be never)::
+
+            with _agent_serve.lend():
+                await client.call_tool("inspect_variable", {"name": "sales"})
+        """
+        if self.panel.turns is None:
+            yield
+            return
+        with self.panel.turns.scheduler.lent():
+            yield
 
     def close_view(self) -> None:
         """The session has ended: its display becomes the session's record in place (Markdown and plain text: a saved
@@ -308,13 +267,12 @@ class KernelServing:
             raise
         stop = StopSignal()
         panel = ServePanel(plan, stop)
-        cells = CellWatch(shell, panel.schedule)
-        panel.cells = cells
+        panel.turns = RunTurns(scheduler_of(shell), changed=panel.schedule) if shell is not None else None
         approve = plan.approver(panel, nobody=nobody, notebook=tools.notebook, untrusted=tools.mcp.untrusted())
         session = ServedSession(
-            tools.tools(), cells.after_the_cell(approve),
+            tools.tools(), approve,
             limits=plan.limits, guards=plan.guards, stop=stop, on_event=panel, transcript=transcript,
-            session_id=session_id)
+            turns=panel.turns, session_id=session_id)
         server = MCPHTTPServer(session, port=port)
         KERNEL.name(TOKEN_SECRET, lambda: server.token)  # no tool output, panel or transcript shows it
         try:
@@ -322,7 +280,6 @@ class KernelServing:
             path = token_file(server.port)
             write_token(path, server.token)
         except BaseException as e:
-            cells.close()
             session.close()
             if server.serving:
                 await server.stop()
@@ -353,8 +310,6 @@ class KernelServing:
     def _ended(self, served: ServeSession, why: str) -> None:
         """The session ended (Stop, a budget, ``%agent_serve stop``): the panel says so, and the server stops soon
         after (so that the call it cut still gets its error result)."""
-        if served.panel.cells is not None:
-            served.panel.cells.close()
         loop = asyncio.get_running_loop()
         loop.call_later(STOP_GRACE, lambda: loop.create_task(served.server.stop()))
         loop.call_later(STOP_GRACE, served.close_view)
@@ -387,36 +342,37 @@ def session_transcript(setting: str | None, session_id: str) -> Transcript | Non
 
 
 def session_record(served: ServeSession, timeline: Timeline) -> dict[str, str]:
-    """The ended session's record, as the serving cell keeps it: Markdown (the headline, one section per call with
-    its arguments and output, each approval and how it was answered, why the session ended) and the same as plain
-    text. No widget view, no token, no timings or paths."""
+    """The ended session's record, as the serving cell keeps it: HTML (the headline, who connected, one section per
+    call with its arguments and output, each approval and how it was answered, why the session ended), as a run's
+    record is (:mod:`.render`), and the same as plain text. No widget view, no token, no timings or paths."""
     session, server = served.server.session, served.server
     n, denied = len(session.calls), timeline.denied
     head = [f"agent_serve: ended · {n} call{'s' * (n != 1)}"]
     head += [f"{denied} denied"] * bool(denied)
     head += [f"{server.rejected} refused without the token"] * bool(server.rejected)
-    connected = ", ".join(session.clients) or "no client"
+    connected = "connected: " + (", ".join(session.clients) or "no client")  # as each client names itself
     why = f"why it ended: {session.ended or 'the session was closed'}"
     omission = (f"… {timeline.omitted} more entries are left out here; every call is in the session's transcript "
                 "and in _agent_serve.calls")
     esc = html.escape
-    markdown = [f"**{esc(' · '.join(head))}**", f"*connected: {esc(connected)}*"]
-    text = [" · ".join(head), f"connected: {connected}"]
+    parts = [f"<p><b>{esc(' · '.join(head))}</b></p>", f"<p><i>{esc(connected)}</i></p>"]
+    lines = [" · ".join(head), plain(connected)]
     for index, entry in enumerate(timeline):
         if index == len(timeline.head) and timeline.omitted:
-            markdown.append(f"*{esc(omission)}*")
-            text.append(omission)
+            parts.append(f"<p><i>{esc(omission)}</i></p>")
+            lines.append(omission)
         if entry.kind == "approval":
-            markdown.append(f"*{esc(entry.title())}*")
-            text.append(f"? {entry.title()}")
+            parts.append(f"<p><i>{esc(entry.title())}</i></p>")
+            lines.append(f"? {entry.title()}")
         elif entry.kind == "call" and entry.call is not None:
-            markdown.append(call_section(entry))
-            text.append(f"▸ {entry.title()}")
+            parts.append(call_section(entry))
+            lines.append(f"▸ {entry.title()}")
             output = entry.result.output if entry.result else ""
-            text.extend(f"  │ {line}" for line in cut(output, TEXT_OUTPUT_CHARS).splitlines())
-    markdown.append(f"**{esc(why)}**")
-    text.append(why)
-    return {"text/markdown": "\n\n".join(markdown), "text/plain": "\n".join(text)}
+            lines.extend(f"  │ {line}" for line in plain(cut(output, TEXT_OUTPUT_CHARS)).splitlines())
+    parts.append(f"<p><b>{esc(why)}</b></p>")
+    lines.append(plain(why))
+    return {"text/html": f'<div class="agentkernel-record {NO_MATH}">\n' + "\n".join(parts) + "\n</div>",
+            "text/plain": "\n".join(lines)}
 
 
 def port_option(line: str) -> tuple[int, str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
 import json
 import os
 import subprocess
@@ -291,7 +292,7 @@ def test_an_ended_session_leaves_its_record_and_no_widget(kernel):
                if m["msg_type"] == "update_display_data"
                and m["content"]["transient"]["display_id"] == display_id]
     [update] = [u["content"]["data"] for u in updates]
-    assert set(update) == {"text/plain", "text/markdown"}
+    assert set(update) == {"text/plain", "text/html"}
     assert update["text/plain"].startswith("agent_serve: ended · 0 calls\nconnected: no client")
     assert update["text/plain"].endswith("why it ended: ended with %agent_serve stop")
 
@@ -404,24 +405,67 @@ def test_claude_code_connects_with_the_panels_snippet_and_not_with_a_wrong_token
     assert kernel.value("_agent_serve.server.rejected") > 0 and kernel.value("_agent_serve.calls") == []
 
 
-def test_a_side_effect_waits_for_an_awaiting_cell_and_a_read_runs_at_its_awaits(kernel, serve):
-    _, url, headers = serve("--allow-writes")
-    kernel.ok("import asyncio\nstage = 'before'")
+def shown_anywhere(kernel: KernelSession, words: str, timeout: float = 30) -> None:
+    """Wait until a widget update in any cell's messages holds ``words`` (the serving panel's status line)."""
+    deadline = time.monotonic() + timeout
+    while not any(m["msg_type"] == "comm_msg" and words in json.dumps(m["content"]["data"].get("state", {}))
+                  for messages in list(kernel.iopub.values()) for _, m in messages):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no widget said {words!r}")
+        kernel.pump(0.02)
+
+
+def test_every_kernel_call_waits_for_an_awaiting_cell_and_a_file_read_runs_at_its_awaits(kernel, serve, tmp_path):
+    """The kernel's scheduler: a call that touches the kernel, read-only or not, runs between the user's cells, so it
+    sees what the cell did to the end; a file tool (anytime) answers at the cell's awaits."""
+    _, url, headers = serve("--allow-writes --tools list_dir,inspect_variable,run_python")
+    flag = tmp_path / "go"
+    kernel.ok(f"import asyncio, os\nstage = 'before'\nflag = {str(flag)!r}")
 
     async def main() -> None:
         async with client(url, headers) as c:
-            await c.call_tool("list_variables", {})  # connected
-            busy = await asyncio.to_thread(kernel.submit,
-                                           "stage = 'in the cell'\nawait asyncio.sleep(2)\nstage = 'after the cell'")
-            await asyncio.sleep(0.5)
-            read = await c.call_tool("inspect_variable", {"name": "stage"})  # runs at the cell's await
-            assert "in the cell" in text(read), text(read)
-            wrote = await c.call_tool("run_python", {"code": "seen_by_agent = stage"})  # waits for the cell
+            await c.call_tool("list_dir", {"path": "."})  # connected
+            busy = await asyncio.to_thread(
+                kernel.submit, "stage = 'in the cell'\nwhile not os.path.exists(flag):\n    await asyncio.sleep(0.02)\n"
+                               "stage = 'after the cell'")
+            number = await asyncio.to_thread(busy_number, busy)  # it has started
+            listed = await c.call_tool("list_dir", {"path": "."})  # runs at the cell's awaits: the cell waits on it
+            assert not listed.is_error and not busy.done, text(listed)
+            read = asyncio.ensure_future(c.call_tool("inspect_variable", {"name": "stage"}))
+            await asyncio.to_thread(shown_anywhere, kernel, f"waiting for cell [{number}] to finish")
+            assert not read.done()
+            flag.write_text("go")
+            assert "after the cell" in text(await read), text(read.result())
+            wrote = await c.call_tool("run_python", {"code": "seen_by_agent = stage"})
             assert not wrote.is_error, text(wrote)
             await asyncio.to_thread(busy.wait, 30)
 
     run(main)
     assert kernel.value("seen_by_agent") == "after the cell"
+
+
+def busy_number(cell: Any) -> int:
+    """The execution count of a running cell (its execute_input message)."""
+    return int(cell.wait_for(lambda m: m["msg_type"] == "execute_input", 30)["content"]["execution_count"])
+
+
+def test_a_cell_that_calls_its_own_kernels_server_lends_it_the_kernel(kernel, serve):
+    """``with _agent_serve.lend():`` a cell awaiting its own kernel's server gets the answer at its awaits, as it
+    sees the cell (without it, the call would wait for the cell that waits for it)."""
+    _, url, headers = serve()
+    cell = kernel.ok("""
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+stage = 'in the cell'
+with _agent_serve.lend():
+    async with httpx2.AsyncClient(headers=_agent_serve.headers) as http, \\
+            Client(streamable_http_client(_agent_serve.url, http_client=http)) as c:
+        result = await c.call_tool("inspect_variable", {"name": "stage"})
+print("".join(part.text for part in result.content))
+stage = 'after the cell'
+""", timeout=60)
+    assert "in the cell" in cell.stdout, cell.describe()
 
 
 def test_a_port_in_use_or_a_bad_one_is_one_line(kernel):
@@ -522,7 +566,7 @@ def test_a_served_session_is_a_run_on_the_record(kernel, tmp_path):
         run(main)
         kernel.click(cell.wait_for_button("Stop", 1))
         deadline = time.monotonic() + 30
-        while "text/markdown" not in applied(kernel, display_id):
+        while "text/html" not in applied(kernel, display_id):
             assert time.monotonic() < deadline, "the panel never became the record"
             kernel.pump(0.1)
     finally:
@@ -533,9 +577,8 @@ def test_a_served_session_is_a_run_on_the_record(kernel, tmp_path):
         ["inspect_variable", "ok"], ["run_python", "denied"], ["run_python", "aborted"]]
 
     record = applied(kernel, display_id)
-    assert set(record) == {"text/plain", "text/markdown"}  # no widget view left in the cell
-    plain, markdown = record["text/plain"], record["text/markdown"]
-    for shown_as in (plain, markdown):
+    assert set(record) == {"text/plain", "text/html"}  # no widget view left in the cell
+    for shown_as in (record["text/plain"], html.unescape(record["text/html"])):
         assert "agent_serve: ended · 3 calls · 1 denied" in shown_as
         assert "connected: mcp" in shown_as  # the official SDK's client names itself "mcp"
         assert "inspect_variable(name=" in shown_as and "run_python(code=" in shown_as
@@ -583,8 +626,9 @@ def test_a_notebook_saved_by_nbclient_holds_the_sessions_record_and_no_token(tmp
         "import httpx2\nfrom mcp import Client\nfrom mcp.client.streamable_http import streamable_http_client\n\n"
         "async with httpx2.AsyncClient(headers=_agent_serve.headers) as http, \\\n"
         "        Client(streamable_http_client(_agent_serve.url, http_client=http)) as c:\n"
-        "    read = await c.call_tool('inspect_variable', {'name': 'answer'})\n"
-        "    wrote = await c.call_tool('run_python', {'code': 'answer = 0'})\n"
+        "    with _agent_serve.lend():\n"
+        "        read = await c.call_tool('inspect_variable', {'name': 'answer'})\n"
+        "        wrote = await c.call_tool('run_python', {'code': 'answer = 0'})\n"
         "print('errors:', read.is_error, wrote.is_error)\n"
         f"open({str(kept)!r}, 'w').write(_agent_serve.headers['Authorization'].split()[1])",
         "%agent_serve stop",
@@ -608,8 +652,8 @@ def test_a_notebook_saved_by_nbclient_holds_the_sessions_record_and_no_token(tmp
 
     outputs = nb.cells[1].outputs
     assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
-    [record] = [o["data"] for o in outputs if "text/markdown" in o.get("data", {})]
-    for shown_as in (record["text/plain"], record["text/markdown"]):
+    [record] = [o["data"] for o in outputs if "text/html" in o.get("data", {})]
+    for shown_as in (record["text/plain"], html.unescape(record["text/html"])):
         assert "agent_serve: ended · 2 calls · 1 denied" in shown_as
         assert "inspect_variable(name=" in shown_as and "run_python(code=" in shown_as
         assert "nobody can approve it: this kernel is run without a front end" in shown_as
@@ -652,3 +696,31 @@ def test_large_read_only_calls_leave_the_kernels_memory_bounded(kernel, serve):
     longest = kernel.value("max(len(c.call.arguments) + len(c.result.output) for c in _agent_serve.calls)")
     assert longest <= 2 * 10_100, longest  # each call kept as a bounded entry
     assert grown < MEMORY_BOUND, f"the kernel grew by {grown / 2**20:.0f} MB"
+
+
+def docs_client_example() -> str:
+    """The Python client example of docs/serve.md, as a reader copies it."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "serve.md").read_text()
+    after = page.split("<!-- the example below is run against a served kernel by tests/kernel/test_serve_kernel.py")[1]
+    return after.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_docs_python_client_example_runs_against_a_served_kernel(kernel, serve, tmp_path):
+    """The example, with the session's URL and token file written in where it says, lists the tools and reads the
+    kernel's variables; the token is printed nowhere."""
+    _, url, headers = serve("--tools list_variables,inspect_variable")
+    kernel.ok("docs_example_value = 'seen by the example'")
+    example = docs_client_example()
+    token_file = kernel.value("_agent_serve.token_file")
+    program = (example.replace('URL = "http://127.0.0.1:PORT/mcp"', f"URL = {url!r}")
+               .replace('TOKEN_FILE = "~/.local/share/jupyter/runtime/agentkernel-serve-PORT.token"',
+                        f"TOKEN_FILE = {token_file!r}"))
+    assert program.count(url) == 1 and program.count(token_file) == 1, "the example's two settings moved"
+    (tmp_path / "example.py").write_text(program)
+    done = subprocess.run([sys.executable, str(tmp_path / "example.py")], capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    assert "tools: list_variables, inspect_variable" in done.stdout, done.stdout
+    assert "result:" in done.stdout and "docs_example_value" in done.stdout, done.stdout
+    assert headers["Authorization"].split()[1] not in done.stdout + done.stderr
+    assert kernel.value("[c.name for c in _agent_serve.calls]") == ["list_variables"]
