@@ -180,6 +180,8 @@ class ServeSession:
     started: float = field(default_factory=time.time)
     shown: Any = None
     """The serving cell's display of the panel (a ``DisplayHandle``), while the session lasts."""
+    shell: Any = None
+    """The kernel's shell (None outside one)."""
 
     @contextlib.contextmanager
     def lend(self) -> Iterator[None]:
@@ -289,7 +291,7 @@ class KernelServing:
             raise
         if tracing_wanted(plan.options.tracing):  # (once the server is up: a session that never served is no tree)
             session.listeners.append(SessionSpans(session.session_id, [t.name for t in session.tools]))
-        served = ServeSession(server, panel, str(transcript.path) if transcript else None, str(path))
+        served = ServeSession(server, panel, str(transcript.path) if transcript else None, str(path), shell=shell)
         session.on_end = lambda why: self._ended(served, why)
         panel.connect(server, str(path))
         atexit.register(self._kernel_ends, served)  # (a session that ended before is a no-op there)
@@ -323,8 +325,16 @@ class KernelServing:
         await served.server.stop()
         served.close_view()
         n = len(served.calls)
-        where = f"; its transcript is {served.transcript}" if served.transcript else ""
-        return f"the session has ended after {n} call{'s' * (n != 1)}{where}"
+        said = f"the session has ended after {n} call{'s' * (n != 1)}"
+        if served.shell is not None:
+            from .kernel.undo import journals_of
+
+            journal = journals_of(served.shell).runs.get(served.server.session.session_id)
+            if journal is not None and journal.names:
+                said += f"; %agent_undo {journal.run_id} takes back what its calls did to the variables"
+        if served.transcript:
+            said += f"; its transcript is {served.transcript}"
+        return said
 
 
 def session_transcript(setting: str | None, session_id: str) -> Transcript | None:
