@@ -9,7 +9,7 @@ same way.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import AgentConfigError
@@ -23,6 +23,8 @@ from ..tools.toolsets import FileToolset, NamespaceToolset, Selection, StaticToo
 from ..usage import Limits
 from .approvals import nobody_approver, terminal_approver
 from .mcp_servers import KernelServers, MCPToolset
+from .options import check
+from .policy import Policy
 
 if TYPE_CHECKING:
     from .kernel.notebook_tools import NotebookTools
@@ -71,9 +73,14 @@ class RunPlan:
     limits: Limits
     guards: GuardConfig
     price: Pricer | None
+    policy: Policy = field(default_factory=Policy)
+    """The admin's policy the options were held to (:mod:`agentkernel.jupyter.policy`)."""
 
     @classmethod
     def of(cls, options: AgentOptions) -> RunPlan:
+        check(options)
+        policy = Policy.load()
+        options = policy.apply(options)
         if options.out is not None and not options.out.isidentifier():
             raise AgentConfigError(f"--out needs a variable name, not {options.out!r}")
         if options.text_repeats == 1:
@@ -92,7 +99,7 @@ class RunPlan:
             max_consecutive_failures=options.failure_rounds,
             text_repeats=options.text_repeats,
         )
-        return cls(options, limits, guards, parse_price(options.price) if options.price else None)
+        return cls(options, limits, guards, parse_price(options.price) if options.price else None, policy)
 
     def tools(self, namespace: Mapping[str, Any], kernel: KernelTools, notebook: NotebookTools,
               servers: KernelServers, *, model_images: bool = False) -> RunTools:
@@ -108,7 +115,13 @@ class RunPlan:
             StaticToolset("a notebook tool", notebook.tools, TOOL_ALIASES),
             mcp,
         ]
-        return RunTools(kernel, notebook, mcp, select(o.tools, sources))
+        selection = select(o.tools, sources)
+        for source, word in selection.picks:
+            if source is not mcp:
+                self.policy.check_tool(word)
+        for server in mcp.wanted:
+            self.policy.check_server(server)
+        return RunTools(kernel, notebook, mcp, selection)
 
     def instructions(self, folder: str, cells: Instruction | None = None) -> list[Instruction]:
         """The project's instructions for a notebook in ``folder``: the files from ``--root`` down to it, then the
