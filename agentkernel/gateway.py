@@ -14,8 +14,11 @@ import json
 import math
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+
+from .errors import AgentConfigError
+from .usage import Limits
 
 BUDGET_TYPES = ("budget_exceeded",)
 """The ``error.type`` a gateway's budget refusal carries (LiteLLM's ``ProxyErrorTypes.budget_exceeded``)."""
@@ -71,6 +74,7 @@ def parse_key_info(data: Any) -> KeyBudget | None:
     spend, budget = info.get("spend"), info.get("max_budget")
     if not _amount(spend) or not (budget is None or _amount(budget)):
         return None
+    assert isinstance(spend, int | float)
     resets = info.get("budget_reset_at")
     return KeyBudget(float(spend), None if budget is None else float(budget),
                      resets if isinstance(resets, str) and resets else None)
@@ -103,3 +107,49 @@ def read_key_budget(base_url: str, key: str, timeout: float = INFO_SECONDS) -> K
 async def key_budget(base_url: str, key: str) -> KeyBudget | None:
     """:func:`read_key_budget` off the event loop."""
     return await asyncio.to_thread(read_key_budget, base_url, key)
+
+
+_NO_GATEWAY: set[str] = set()
+"""Base URLs that answered ``/key/info`` with no budget: not asked again in this process."""
+
+
+@dataclass(frozen=True)
+class RunBudget:
+    """A run's gateway key budget: read once before the run (:meth:`of`) and once after it (:meth:`after`)."""
+
+    url: str
+    key: str
+    before: KeyBudget
+
+    @classmethod
+    async def of(cls, model: object) -> RunBudget | None:
+        """The budget of the key ``model`` sends to its base URL, when that URL is a gateway that tells it (an
+        OpenAI-compatible adapter with a key, see ``gateway()``); AgentConfigError when the key's budget is spent,
+        so that the run is refused before any request."""
+        access = getattr(getattr(model, "inner", model), "gateway", None)
+        found = access() if callable(access) else None
+        if found is None or found[0] in _NO_GATEWAY:
+            return None
+        url, key = found
+        budget = await key_budget(url, key)
+        if budget is None:
+            _NO_GATEWAY.add(url)
+            return None
+        if budget.left is not None and budget.left <= 0:
+            raise AgentConfigError(f"GATEWAY_BUDGET: {budget.line()}: the gateway refuses this key's requests "
+                                   "until its budget is raised or reset (ask whoever gave you the key)")
+        return cls(url, key, budget)
+
+    def cap(self, limits: Limits) -> Limits:
+        """The run's limits with ``max_cost`` no more than what the key has left."""
+        left = self.before.left
+        if left is None or limits.max_cost is not None and limits.max_cost <= left:
+            return limits
+        return replace(limits, max_cost=left)
+
+    async def after(self) -> str:
+        """The line the record ends with: the key's spend after the run, and this run's part of it."""
+        now = await key_budget(self.url, self.key)
+        if now is None:
+            return f"{self.before.line()} before this run; the gateway did not say after it"
+        return f"{now.line()}; this run: {dollars(max(0.0, now.spend - self.before.spend))}"

@@ -35,9 +35,10 @@ from ..stop import StopSignal
 from .approvals import asks_on_terminal, headless_runner, is_terminal, no_clicks_reason
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
 from .exits import exit_refused
-from .options import AgentOptions, merge, option_arguments, option_traits, split_line
+from .options import AgentOptions, merge, option_arguments, option_traits, split_line, usage_line, wants_help
 
 if TYPE_CHECKING:  # the run's parts are imported where a cell first uses them, so that %load_ext stays cheap
+    from ..gateway import RunBudget
     from ..instructions import Instruction
     from ..loop import AgentLoop
     from ..skills import Skills
@@ -106,6 +107,9 @@ class CellRun:
     interrupted: bool = False
     shown: DisplayHandle | None = None
     """The panel's display, emptied when the run ends (None where no panel is shown: a terminal or a console)."""
+    budget: RunBudget | None = None
+    """The gateway key's budget, read before the run; ``footer`` says it after."""
+    footer: str = ""
 
 
 @magics_class
@@ -147,6 +151,8 @@ class AgentMagics(Magics):
         named for it (e.g. ``RepeatedToolCall``). In a notebook the cell is awaited so that Stop works while it
         runs; with `%autoawait off` the loop runs in a worker thread and only the kernel interrupt stops it.
         """
+        if self.shows_help(line, cell):
+            return
         with self.failed_start():
             options, prompt = self.parse(line, cell)
             setup = self.prepare(options, prompt, clickable=False)
@@ -181,12 +187,17 @@ class AgentMagics(Magics):
 
     async def run_async(self, line: str, cell: str | None) -> None:
         """The awaited form of ``%%agent`` that the input transformer produces."""
+        if self.shows_help(line, cell):
+            return
         with self.failed_start():
             options, prompt = self.parse(line, cell)
             setup = self.prepare(options, prompt)
             await setup.tools.start()
             await self.brief(setup)
+            budget = await self.gateway_budget(setup)
             run = self.launch(setup)
+            if budget is not None:
+                run.budget, run.panel.note = budget, budget.before.line()
         ticker = asyncio.ensure_future(run.panel.tick())
         try:
             with self.interrupt_stops(run), exit_refused(self.shell):
@@ -197,6 +208,8 @@ class AgentMagics(Magics):
                 self.publish(run, run.loop.result)
             else:  # the loop failed: no record, but no live panel left behind either
                 self.end_panel(run)
+        if run.budget is not None:
+            run.footer = await run.budget.after()
         if run.cells:
             run.cells_left = await run.notebook.write_cells(run.kernel.executed_calls, run.loop.run_id)
         self.finish(run)
@@ -270,6 +283,7 @@ class AgentMagics(Magics):
         except UsageError as e:
             raise UsageError(f"%agent_serve: {e} (%%agent? lists the options)") from None
         plan = RunPlan.of(options)
+        plan.policy.check_serve()
         KERNEL.configure(keys=self.configured_keys(options, None), env_names=options.secret_env)
         self.note_short(options.secret_env)
         tools = self.run_tools(plan, model_images=True)
@@ -281,6 +295,15 @@ class AgentMagics(Magics):
         served.shown = display(bundle, raw=True, display_id=True)
         if nobody:
             print(f"agentkernel: side-effecting calls are denied at once ({nobody}); --allow-writes runs them")
+
+    @line_magic
+    def agent_policy(self, line: str) -> None:
+        """``%agent_policy``: the administrator's policy in force (``agentkernel_policy.json`` in Jupyter's system
+        and environment config folders: ceilings on cost, time and tool calls, the models, tools and MCP servers
+        allowed, serving, writes, transcripts), each rule with the file it came from."""
+        from .policy import Policy
+
+        print(Policy.load().describe())
 
     @line_magic
     def agent_mcp(self, line: str) -> None:
@@ -355,15 +378,27 @@ class AgentMagics(Magics):
         assert self.shell is not None, "AgentMagics is used inside an IPython shell"
         return self.shell.user_ns
 
+    def shows_help(self, line: str, cell: str | None) -> bool:
+        """Print the help (what ``%%agent?`` shows) when the options ask for it (``--help``, ``-h``)."""
+        try:
+            words, _ = split_line(line, cell is not None)
+        except UsageError:  # said when the line is parsed
+            return False
+        if wants_help(words):
+            from IPython.core.page import page
+
+            page(self.agent.__doc__)  # a notebook shows it where it shows %%agent?'s
+        return wants_help(words)
+
     def parse(self, line: str, cell: str | None) -> tuple[AgentOptions, str]:
         """The cell's options (command line > ``%config`` > environment > default) and its prompt; the option line
         is expanded (``{expression}``, ``$name``) as IPython expands a magic line (the prompt too, later: see
         :meth:`expand_prompt`) unless ``--no-expand`` is given or ``%config AgentMagics.expand = False``."""
         try:
-            words, rest = split_line(line)
+            words, rest = split_line(line, cell is not None)
             if "--no-expand" not in words and self.expand:
                 if cell is not None or not rest:  # a %%agent line is all options
-                    words, rest = split_line(self.expand_text(line))
+                    words, rest = split_line(self.expand_text(line), cell is not None)
                 else:  # the one-line %agent's prompt is expanded with any prompt, when the run is prepared
                     words, _ = split_line(self.expand_text(line.rstrip()[:-len(rest)]))
             args = self.agent.parser.parse_args(words)
@@ -375,8 +410,7 @@ class AgentMagics(Magics):
             if cell is not None and rest:
                 raise UsageError(f"%%agent takes its prompt from the cell body; {rest!r} is not an option")
         except UsageError as e:
-            usage = self.agent.parser.format_usage().split("::", 1)[-1].strip()
-            raise UsageError(f"{e}\nusage: {usage}\n(%%agent? lists the options)") from None
+            raise UsageError(usage_line(e)) from None
         return merge(args, self), (cell if cell is not None else rest).strip()
 
     def prepare(self, options: AgentOptions, prompt: str, *, clickable: bool = True) -> CellSetup:
@@ -418,6 +452,19 @@ class AgentMagics(Magics):
         if options.mcp_prompt:
             text = KERNEL.current.redact(await setup.tools.mcp.prompt_text())
             setup.prompt = f"{text}\n\n{setup.prompt}" if setup.prompt else text
+
+    @staticmethod
+    async def gateway_budget(setup: CellSetup) -> RunBudget | None:
+        """The gateway key's budget (read once before the run), the run's ``max_cost`` capped by what it has left
+        when the model's price is known (else the gateway holds its budget alone); None when the model's server is
+        no gateway that tells it."""
+        from ..gateway import RunBudget
+        from ..pricing import price_for
+
+        budget = await RunBudget.of(setup.model)
+        if budget is not None and price_for(setup.model, setup.plan.price) is not None:
+            setup.plan.limits = budget.cap(setup.plan.limits)
+        return budget
 
     def run_tools(self, plan: RunPlan, model_images: bool, live: bool = True) -> RunTools:
         """This cell's kernel and notebook tools, and the plan's ``--tools`` resolved against every source."""
@@ -561,6 +608,9 @@ class AgentMagics(Magics):
                 raise AgentConfigError(f"{name!r} in the notebook is a {type(found).__name__}, not a model "
                                        "(it needs a stream(request) method, like agentkernel.ScriptedModel)")
             return found
+        from .policy import Policy
+
+        Policy.load().check_model(name or DEFAULT_OPENAI_MODEL)
         try:
             resolved = resolve(name or DEFAULT_OPENAI_MODEL, api=options.api,
                                base_url=self.provider_base_url(name, options))
@@ -657,6 +707,8 @@ class AgentMagics(Magics):
         assert run.loop.result is not None
         result = self.publish(run, run.loop.result)
         display(record_bundle(result, run.panel.timeline), raw=True)
+        if run.footer:
+            print(f"agentkernel: {run.footer}")
         if run.notebook.changes is not None and run.notebook.changes.cells:  # the extension's Undo button
             display(run.notebook.changes.output(), raw=True)
         self.end_panel(run)

@@ -314,18 +314,21 @@ def _number(kind: Callable[[str], float]) -> Callable[[str], float]:
         except ValueError:
             raise argparse.ArgumentTypeError(f"invalid {kind.__name__} value: {text!r}") from None
         if problem := out_of_range(value):
-            raise argparse.ArgumentTypeError(f"{text!r} {problem}")
+            raise argparse.ArgumentTypeError(f"{problem}, not {text!r}")
         return value
 
     return convert
 
 
 def out_of_range(value: float) -> str | None:
-    """Why a number cannot be an option's value (negative, past :data:`MAX_NUMBER`, inf, nan), or None."""
+    """What a number must be when it cannot be an option's value (negative, past :data:`MAX_NUMBER`, inf, nan),
+    else None."""
     if isinstance(value, float) and not math.isfinite(value):
-        return "is not a finite number"
-    if not 0 <= value <= MAX_NUMBER:
-        return f"is out of range (0 to {MAX_NUMBER:,})"
+        return "must be a finite number"
+    if value < 0:
+        return "must be 0 or more"
+    if value > MAX_NUMBER:
+        return f"must be at most {MAX_NUMBER:,}"
     return None
 
 
@@ -492,7 +495,7 @@ def check(options: AgentOptions) -> None:
     for o in OPTIONS:
         value = getattr(options, o.name)
         if o.kind in (int, float) and value is not None and (problem := out_of_range(value)):
-            raise AgentConfigError(f"{o.named}: {value!r} {problem}")
+            raise AgentConfigError(f"{o.named}: {problem}, not {value!r}")
     if options.base_url and not options.base_url.lower().startswith(("http://", "https://")):
         where = "$OPENAI_BASE_URL" if options.base_url == os.environ.get("OPENAI_BASE_URL") else "--base-url"
         raise AgentConfigError(f"{where}: {options.base_url!r} is not a URL: it begins with http:// or https:// "
@@ -502,6 +505,8 @@ def check(options: AgentOptions) -> None:
         raise AgentConfigError(f"--root: {options.root!r} is {what}")
     if options.record:
         folder = os.path.dirname(os.path.abspath(os.path.expanduser(options.record)))
+        if os.path.exists(folder) and not os.path.isdir(folder):
+            raise AgentConfigError(f"--record: cannot write {options.record!r}: {folder!r} is a file, not a folder")
         if not os.path.isdir(folder):
-            raise AgentConfigError(f"--record: there is no folder {folder!r} to write {options.record!r} in "
+            raise AgentConfigError(f"--record: cannot write {options.record!r}: there is no folder {folder!r} "
                                    "(folders are not made for you)")
