@@ -1,5 +1,6 @@
 """Project instructions said once: ``AGENTS.md`` files (``CLAUDE.md``, ``GEMINI.md`` where there is none) from the
-project root down to the notebook's folder, and the notebook's own markdown cells tagged ``agent-instructions``.
+project root (``--root``, else found upwards from the notebook's folder: :func:`find_project_root`) down to the
+notebook's folder, and the notebook's own markdown cells tagged ``agent-instructions``.
 
 They are added to the system prompt under a heading naming where each came from, the nearest last (so it wins
 where they disagree). They are redacted like everything the model is sent, and never elided by compaction (the
@@ -9,8 +10,9 @@ system prompt is not part of the history).
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,45 @@ class Instruction:
     text: str
 
 
+REPOSITORY_MARKER = ".git"
+"""A repository's folder (``.git`` a folder, or a worktree's file): a project's outer edge."""
+PROJECT_MARKERS = ("AGENTS.md", ".agents")
+"""What marks a folder as a project's outside a repository: an ``AGENTS.md`` or an ``.agents/`` folder."""
+
+
+def find_project_root(folder: str | os.PathLike[str], home: str | os.PathLike[str] | None = None) -> Path:
+    """The project root of a notebook in ``folder``: the nearest repository at or above it (a folder holding
+    ``.git``); where there is none, the highest folder at or above it holding ``AGENTS.md`` or ``.agents/``; else
+    ``folder`` itself. (Not simply the nearest marker: a subfolder's own ``AGENTS.md`` would hide the repository's.)
+
+    The search never reaches the user's ``home`` (a dotfiles repository there does not make the whole home a
+    project; ``home`` counts only when the notebook is in it) and stops at a folder another user owns or anyone
+    may write to (``/tmp``: a file planted there by someone else is not this project's)."""
+    start = Path(folder).resolve()
+    top = Path(home if home is not None else Path.home()).resolve()
+    marked = start
+    for each in [start, *start.parents]:
+        if each != start and (each == top or not _own(each)):
+            break
+        if os.path.lexists(each / REPOSITORY_MARKER):
+            return each
+        if any(os.path.lexists(each / marker) for marker in PROJECT_MARKERS):
+            marked = each
+    return marked
+
+
+def _own(folder: Path) -> bool:
+    """Whether ``folder`` is the current user's alone: they own it and others may not write to it (``/tmp`` is
+    nobody's project). Always where there are no user ids."""
+    if not hasattr(os, "getuid"):
+        return True
+    try:
+        info = folder.stat()
+    except OSError:
+        return False
+    return info.st_uid == os.getuid() and not info.st_mode & stat.S_IWOTH
+
+
 def folders_between(root: Path, folder: Path) -> list[Path]:
     """``root`` and each folder below it down to ``folder``, root first; ``root`` then ``folder`` when ``folder`` is
     not inside ``root`` (the project's instructions, then the notebook's)."""
@@ -43,29 +84,51 @@ def folders_between(root: Path, folder: Path) -> list[Path]:
     return chain
 
 
-def instruction_files(root: str | os.PathLike[str], folder: str | os.PathLike[str]) -> list[Instruction]:
-    """The instruction file of each folder from ``root`` down to ``folder`` (the nearest last).
+@dataclass
+class Found:
+    """The instruction files read, and one line for each left out (its path from the root, why; nothing of it)."""
 
-    A file that cannot be read as UTF-8 text is left out; one over :data:`MAX_INSTRUCTION_CHARS` is cut, saying so.
-    """
+    instructions: list[Instruction] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def read_instruction_files(root: str | os.PathLike[str], folder: str | os.PathLike[str]) -> Found:
+    """The instruction file of each folder from ``root`` down to ``folder`` (the nearest last), read by the file
+    tools' rules (:func:`~agentkernel.tools.files.checked_text`): a file whose real path is outside the root (a
+    link to ``~/.aws/credentials``), a secret file, a FIFO, a file over 1 MB, or one that is not UTF-8 text is left
+    out with one line naming it by its path from the root. A folder outside the root (the notebook's) is its own
+    root, and its file is named ``AGENTS.md (the notebook's folder)``. A file over :data:`MAX_INSTRUCTION_CHARS` is
+    cut, saying so."""
+    from .tools.files import checked_text
+
     root_path = Path(root).resolve()
-    found = []
+    found = Found()
     for each in folders_between(root_path, Path(folder)):
+        inside = each.is_relative_to(root_path)
+        base = root_path if inside else each
         for name in INSTRUCTION_FILES:
             path = each / name
-            if not path.is_file():
+            if not os.path.lexists(path):
                 continue
+            shown = (path.relative_to(root_path).as_posix() if inside
+                     else f"{name} (the notebook's folder)")
             try:
-                text = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeError):
-                continue
+                text = checked_text(path, base)
+            except ValueError as e:
+                found.problems.append(f"{shown} is left out of the project's instructions: {e}")
+                break
             if len(text) > MAX_INSTRUCTION_CHARS:
                 text = (text[:MAX_INSTRUCTION_CHARS] + f"\n[cut: the file has {len(text):,} characters; the first "
                         f"{MAX_INSTRUCTION_CHARS:,} are shown]")
-            shown = path.relative_to(root_path) if path.is_relative_to(root_path) else path
-            found.append(Instruction(shown.as_posix(), text.strip()))
+            if text.lstrip("\ufeff").strip():
+                found.instructions.append(Instruction(shown, text.lstrip("\ufeff").strip()))
             break
-    return [each for each in found if each.text]
+    return found
+
+
+def instruction_files(root: str | os.PathLike[str], folder: str | os.PathLike[str]) -> list[Instruction]:
+    """The instructions :func:`read_instruction_files` reads (without the lines about files left out)."""
+    return read_instruction_files(root, folder).instructions
 
 
 def notebook_instructions(cells: Iterable[Mapping[str, Any]]) -> Instruction | None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from .endings import Status
 from .record.history import Item
-from .text import short
+from .text import reveal, short
 from .usage import Usage
 
 ANSWER_LINES = 8
@@ -99,6 +99,7 @@ class LoopResult:
     # -- display in a notebook: a short summary, never the whole history -------------------------------------
 
     def _summary_lines(self) -> list[str]:
+        """The display's lines; control characters the model wrote (an escape sequence) shown as ``⟨U+001B⟩``."""
         lines = [f"LoopResult: {self.status_line}"]
         if self.detail:
             lines.append(f"why: {short(self.detail, 300)}")
@@ -110,7 +111,7 @@ class LoopResult:
                 lines.append(f"  … ({len(answer) - ANSWER_LINES} more lines in .answer)")
         lines.append(f"history: {_count(len(self.history), 'item')} in .history; "
                      f"{_count(len(self.partial_findings), 'finding')} in .partial_findings")
-        return lines
+        return [reveal(line)[0] for line in lines]
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text("LoopResult(...)" if cycle else "\n".join(self._summary_lines()))

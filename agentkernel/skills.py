@@ -75,7 +75,7 @@ def parse_front_matter(text: str) -> tuple[dict[str, str], str]:
         raise ValueError("its front matter has no closing '---' line") from None
     fields: dict[str, str] = {}
     key = None
-    for line in lines[1:end]:
+    for number, line in enumerate(lines[1:end], 2):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         if line[:1] in (" ", "\t"):
@@ -84,7 +84,7 @@ def parse_front_matter(text: str) -> tuple[dict[str, str], str]:
             continue
         match = re.match(r"^([A-Za-z0-9_-]+)\s*:\s*(.*)$", line)
         if not match:
-            raise ValueError(f"its front matter line {line.strip()!r} is not 'key: value'")
+            raise ValueError(f"its front matter line {number} is not 'key: value'")
         key, value = match.group(1), match.group(2).strip()
         if value in (">", "|", ">-", "|-"):
             value = ""
@@ -94,13 +94,13 @@ def parse_front_matter(text: str) -> tuple[dict[str, str], str]:
     return fields, "\n".join(lines[end + 1:]).strip()
 
 
-def read_skill(path: Path) -> Skill:
-    """The skill whose ``SKILL.md`` is ``path``; raise ValueError saying what is wrong with it."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeError) as e:
-        raise ValueError(f"it cannot be read ({e})") from None
-    fields, body = parse_front_matter(text)
+def read_skill(path: Path, base: Path | None = None) -> Skill:
+    """The skill whose ``SKILL.md`` is ``path``, read by the file tools' rules (its real path under ``base`` when one
+    is given: :func:`~agentkernel.tools.files.checked_text`); raise ValueError saying what is wrong with it, quoting
+    nothing of the file but its name."""
+    from .tools.files import checked_text
+
+    fields, body = parse_front_matter(checked_text(path, base))
     name, description = fields.get("name", "").strip(), fields.get("description", "").strip()
     if not name:
         raise ValueError("its front matter has no name")
@@ -118,29 +118,51 @@ def skill_folders(root: str | os.PathLike[str], extra: Iterable[str | os.PathLik
     return [Path(root) / PROJECT_SKILLS, USER_SKILLS.expanduser(), *(Path(p).expanduser() for p in extra)]
 
 
-def find_skills(folders: Iterable[Path]) -> Skills:
+def shown_path(path: Path, project: Path | None) -> str:
+    """``path`` as a line names it: from the project root when it is under it (as given, links not followed), else
+    from ``~`` when under the home folder, else as it is."""
+    if project is not None and path.is_relative_to(project):
+        return path.relative_to(project).as_posix()
+    home = Path.home()
+    return "~/" + path.relative_to(home).as_posix() if path.is_relative_to(home) else path.as_posix()
+
+
+def find_skills(folders: Iterable[Path], project: str | os.PathLike[str] | None = None) -> Skills:
     """The skills in ``folders``: each folder is a skill (it holds a ``SKILL.md``) or holds skill folders. The first
-    skill of a name wins; a later one of the same name is reported."""
+    skill of a name wins; a later one of the same name is reported.
+
+    Every ``SKILL.md`` is read by the file tools' rules (a secret file, a FIFO, a huge or non-UTF-8 file is reported
+    and skipped); under ``project`` (the project root) its real path must also stay under it, so a cloned
+    repository's ``.agents`` linked to ``/etc``, or a skill linked out, is reported and skipped. Reports name files
+    by their path from the project root (or from ``~``), never quoting them."""
+    root = Path(project).absolute() if project is not None else None
     skills = Skills()
     for folder in folders:
-        if (folder / SKILL_FILE).is_file():
+        folder = folder.absolute()
+        base = root if root is not None and folder.is_relative_to(root) else None
+        if os.path.lexists(folder / SKILL_FILE):
             candidates = [folder / SKILL_FILE]
         elif folder.is_dir():
-            candidates = sorted(p for p in folder.glob(f"*/{SKILL_FILE}") if p.is_file())
+            if base is not None and not folder.resolve().is_relative_to(base.resolve()):
+                skills.problems.append(f"skills in {shown_path(folder, root)} are skipped: its real path is outside "
+                                       "the project root (a link that leads out)")
+                continue
+            candidates = sorted(p for p in folder.glob(f"*/{SKILL_FILE}") if os.path.lexists(p))
         else:
             continue
         for path in candidates:
             try:
-                skill = read_skill(path)
+                skill = read_skill(path, base)
             except ValueError as e:
-                skills.problems.append(f"skill {path} is skipped: {e}")
+                skills.problems.append(f"skill {shown_path(path, root)} is skipped: {e}")
                 continue
             try:
                 first = skills[skill.name]
             except KeyError:
                 skills.found.append(skill)
             else:
-                skills.problems.append(f"skill {path} is skipped: {first.folder / SKILL_FILE} has the same name "
+                skills.problems.append(f"skill {shown_path(path, root)} is skipped: "
+                                       f"{shown_path(first.folder / SKILL_FILE, root)} has the same name "
                                        f"{skill.name!r}")
     return skills
 
@@ -182,4 +204,4 @@ def load_skill_tool(skills: Skills) -> Tool:
                   f"{', '.join(others)}]") if others else ""
         return skill.body + listed
 
-    return tool(load_skill)
+    return tool(load_skill, anytime=True)

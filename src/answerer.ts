@@ -121,7 +121,12 @@ export class NotebookAnswerer {
   handle(request: JSONObject): JSONObject {
     switch (request.op) {
       case 'hello':
-        return { front_end: this.frontEnd, version: VERSION, can_edit: !this.readOnly };
+        return {
+          front_end: this.frontEnd,
+          version: VERSION,
+          can_edit: !this.readOnly,
+          path: this.panel.context.localPath
+        };
       case 'read':
         return this.read();
       case 'insert':

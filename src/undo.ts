@@ -76,11 +76,25 @@ export class UndoButton extends Widget implements IRenderMime.IRenderer {
     } catch (error) {
       said.push(`${error}`);
     }
-    const text = said.join('').trim() || 'the kernel said nothing';
+    const text = undoLine(said.join('').trim(), this.runId);
     this.line.textContent = text;
     // Undone (or nothing left to undo): done. Anything else (cells the user changed, no kernel run): try again later.
     this.button.disabled = /^(undid run|nothing left)/.test(text);
   }
+}
+
+/** The line shown beside the button for what the kernel `said`: IPython's raw error for a magic that is not there
+ * (a kernel started after the run, which has not loaded agentkernel) becomes one line saying why nothing can be
+ * undone. */
+export function undoLine(said: string, runId: string): string {
+  if (/UsageError: Line magic function `%agent_undo` not found/.test(said)) {
+    return (
+      `cannot undo run ${runId}: this kernel has no record of it (agentkernel is not loaded here: ` +
+      'the kernel was restarted since the run, and a new kernel cannot take back an old run; ' +
+      '%load_ext agentkernel loads it for new runs)'
+    );
+  }
+  return said || 'the kernel said nothing';
 }
 
 /** The renderer factory registered for {@link UNDO_MIME}. Safe: it shows a run id it has checked, and a click only

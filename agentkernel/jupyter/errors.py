@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..endings import Status
 from ..errors import AgentConfigError, AgentError
 from ..result import LoopResult
+from ..text import reveal
 
 __all__ = ["STOP_ERRORS", "AgentConfigError", "AgentError", "AgentStop", "RunInterrupted"]
 
@@ -30,7 +31,8 @@ class AgentStop(AgentError):
 
     def __init__(self, result: LoopResult):
         where = f"after {result.work}; the partial result is in _agent"
-        super().__init__(f"{result.status.upper()}: {result.detail_clause} ({where})")
+        # the detail may quote the model (a call's arguments): an escape sequence in it is shown, not obeyed
+        super().__init__(reveal(f"{result.status.upper()}: {result.detail_clause} ({where})")[0])
         self.result = result
 
 

@@ -435,12 +435,12 @@ class AgentMagics(Magics):
         history = self.previous_history(options.resume) if options.resume is not None else None
         folder = os.getcwd()  # the notebook's folder, as the front ends start its kernel there
         skills = plan.skills(folder)
-        for problem in skills.problems:
-            self.note(problem)
         # the tagged cells from the saved file, unless the front end gives them live (brief, on the event loop)
         saved = options.instructions and not tools.notebook.reads_live()
-        return CellSetup(plan, model, prompt, tools, history, clickable,
-                         plan.instructions(folder, tools.notebook.saved_instructions() if saved else None), skills)
+        instructions = plan.instructions(folder, tools.notebook.saved_instructions() if saved else None)
+        for problem in plan.problems:  # a skill or an instruction file left out
+            self.note(problem)
+        return CellSetup(plan, model, prompt, tools, history, clickable, instructions, skills)
 
     async def brief(self, setup: CellSetup) -> None:
         """What needs the kernel's event loop before the run: the notebook's tagged cells as the front end has them,

@@ -124,8 +124,8 @@ class AgentOptions:
                                  shown="on for the OpenAI API and model objects, off for other base URLs")
     instructions: bool = option(True, "--no-instructions", group="model",
                                 help="leave out the project's instructions (AGENTS.md, else CLAUDE.md or GEMINI.md, in "
-                                     "each folder from --root down to the notebook's, then the notebook's markdown "
-                                     "cells tagged agent-instructions; the nearest last)",
+                                     "each folder from the project root (see --root) down to the notebook's, then the "
+                                     "notebook's markdown cells tagged agent-instructions; the nearest last)",
                                 shown="read")
     mcp_prompt: str | None = option(None, "--prompt", group="model", trait=False, metavar="SERVER/PROMPT",
                                     help="use an MCP server's prompt as the cell's prompt (its arguments follow as "
@@ -178,7 +178,11 @@ class AgentOptions:
                              help="the MCP configuration: a JSON file in the mcpServers shape of .mcp.json",
                              shown="$AGENTKERNEL_MCP_CONFIG, else .mcp.json in the working directory")
     root: str = option("", "--root", group="tools", metavar="DIR",
-                       help="the only folder the built-in file tools may read", shown="the working directory")
+                       help="the project root: instructions and skills are read from it down to the notebook's "
+                            "folder, and it is the only folder the built-in file tools may read",
+                       shown="found: the nearest repository (.git) at or above the notebook's folder, else the "
+                             "highest folder holding AGENTS.md or .agents/, never reaching your home folder; the file "
+                             "tools read the notebook's folder")
     allow_writes: bool = option(False, "--allow-writes", group="tools", help="run side-effecting tools without asking")
     allow_secret_files: bool = option(False, "--allow-secret-files", group="tools",
                                       help="let read_file and search_text read .env, *.pem, *.key, SSH keys, .netrc "
@@ -188,7 +192,8 @@ class AgentOptions:
                                         "beside those whose names say so (GITHUB_TOKEN, PGPASSWORD, ...)")
     skill_paths: list[str] = option([], group="tools",
                                     help="more folders of Agent Skills (each holds skill folders with a SKILL.md, or "
-                                         "is one), after .agents/skills under --root and ~/.agentkernel/skills")
+                                         "is one), after .agents/skills under the project root and "
+                                         "~/.agentkernel/skills")
     approval_timeout: float = option(300.0, group="tools",
                                      help="seconds to wait for Approve / Deny before denying (0: wait for ever)")
     cells: bool = option(False, "--cells", group="tools",

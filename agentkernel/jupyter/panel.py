@@ -21,9 +21,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import ipywidgets as widgets  # type: ignore[import-untyped]
-from IPython.display import Markdown
 from ipywidgets.widgets.widget_string import HTMLStyle, TextStyle  # type: ignore[import-untyped]
 
 from ..events import (
@@ -45,7 +45,11 @@ from ..stop import StopSignal
 from ..text import cut
 from ..tools import Decision, Tool, ToolCall
 from ..usage import Limits, Usage
-from .render import HTML_OUTPUT_CHARS, arguments_html, change_html
+from .markup import NO_MATH, markdown_html
+from .render import HTML_OUTPUT_CHARS, arguments_html, change_html, image_html
+
+if TYPE_CHECKING:
+    from .scheduler import RunTurns
 
 STATUS_COLOURS = {"ok": "#2e7d32", "error": "#c62828", "denied": "#ef6c00", "aborted": "#6d4c41",
                   "not_run": "#6d4c41"}
@@ -87,6 +91,8 @@ class Panel:
         self.waiting = False  # for the first token of the round's response
         self.note = ""
         """A line under the status line (where the kernel's transcripts go, said once per kernel)."""
+        self.turns: RunTurns | None = None
+        """The run's way to the kernel's turn: the status line says what a queued call waits for."""
         self.briefing: dict[str, list[str]] = {}  # the run's instructions' sources and skills (RunStarted)
         self.loaded_skills: list[str] = []
         self.status = widgets.HTML()
@@ -226,10 +232,9 @@ class Panel:
         self.refresh()
 
     def needs_view(self, entry: Entry) -> bool:
-        """Showing the entry takes a new widget: it has none, or its message is done (Markdown replaces text)."""
+        """Showing the entry takes a new widget: it has none yet."""
         shown = self.shown.get(entry)
-        return shown is None or shown.view is None or (
-            entry.kind == "message" and entry.done and not isinstance(shown.view, widgets.Output))
+        return shown is None or shown.view is None
 
     def later(self, wait: float) -> None:
         """Flush after ``wait`` seconds (one timer at a time)."""
@@ -284,17 +289,14 @@ class Panel:
             shown.parts = [shown.view]
 
     def show_message(self, entry: Entry, shown: Shown) -> None:
+        """A message as the model streams it (escaped text), then, once done, rendered from its Markdown in the
+        same widget (:func:`markdown_html`: nothing in it runs or is fetched)."""
+        if shown.view is None:
+            shown.view = widgets.HTML(layout=self.layout, style=self.html_style)
+            shown.parts = [shown.view]
         text = entry.message
-        if entry.done:  # the finished message, rendered as Markdown in place of the streamed text
-            self.closing.extend(shown.parts)
-            out = widgets.Output(layout=self.layout)
-            out.append_display_data(Markdown(text))
-            shown.view, shown.parts = out, [out]
-        else:
-            if shown.view is None:
-                shown.view = widgets.HTML(layout=self.layout, style=self.html_style)
-                shown.parts = [shown.view]
-            shown.view.value = f'<div style="white-space: pre-wrap">{html.escape(text)}</div>'
+        shown.view.value = (markdown_html(text) if entry.done
+                            else f'<div class="{NO_MATH}" style="white-space: pre-wrap">{html.escape(text)}</div>')
 
     def show_call(self, entry: Entry, shown: Shown) -> None:
         if shown.view is None:
@@ -304,13 +306,6 @@ class Panel:
         assert isinstance(shown.view, widgets.Accordion)
         result = entry.result
         shown.view.set_title(0, entry.title() + (f" · {result.duration:.2f} s" if result else ""))
-        if result is not None and result.displays and len(shown.parts) == 2:  # shown below the section's text
-            out = widgets.Output(layout=self.layout)
-            out.outputs = tuple({"output_type": "display_data", "data": d.data, "metadata": d.metadata}
-                                for d in result.displays)
-            box = widgets.VBox([shown.parts[0], out], layout=self.layout)
-            shown.view.children = (box,)
-            shown.parts += [out, box]
         call = entry.call
         if call is None:
             what = DROPPED if entry.dropped else f"the model is writing the arguments: {entry.chars} characters so far"
@@ -319,10 +314,13 @@ class Panel:
         status = result.status if result else "running"
         output = html.escape(cut(result.output, HTML_OUTPUT_CHARS)) if result else "(running)"
         colour = STATUS_COLOURS.get(status, "#555")
+        # the call's figures as the record shows them (inline data: URIs of checked base64); a display's other
+        # parts (HTML, Markdown) are not shown: its text is in the output
+        images = "".join(image_html(d) for d in entry.images)
         shown.parts[0].value = (
-            f'<b style="color: {colour}">{status}</b>'
+            f'<div class="{NO_MATH}"><b style="color: {colour}">{status}</b>'
             f"<div><i>arguments</i></div>{arguments_html(call.arguments, call.name)}"
-            f"<div><i>output</i></div><pre style='margin: 0'>{output}</pre>"
+            f"<div><i>output</i></div><pre style='margin: 0'>{output}</pre>{images}</div>"
         )
 
     def status_text(self) -> str:
@@ -334,11 +332,12 @@ class Panel:
         line = status_line(state, self.round, self.calls, self.timeline.denied, self.usage, self.compactions,
                            now - self.started, briefing_line(self.briefing.get("instructions", []),
                                                              self.briefing.get("skills", []), self.loaded_skills))
-        return line + " · waiting for the model's first token" * self.waiting
+        line += " · waiting for the model's first token" * self.waiting
+        return f"{line} · {self.turns.waiting}" if self.turns is not None and self.turns.waiting else line
 
     def refresh(self) -> None:
         elapsed = time.monotonic() - self.started
-        status = f"<code>{html.escape(self.status_text(), quote=False)}</code>"
+        status = f'<code class="{NO_MATH}">{html.escape(self.status_text(), quote=False)}</code>'
         if self.note:
             status += f"<br><small>{html.escape(self.note)}</small>"
         if status != self.status.value:
@@ -423,7 +422,7 @@ class Panel:
         question = widgets.HTML(f"{WAITING}: <code>{html.escape(call.name)}</code> has side effects. Run it?",
                                 layout=self.layout, style=self.html_style)
         shown = change_html(*change) if change is not None else arguments_html(call.arguments, call.name)
-        arguments = widgets.HTML(shown, layout=self.layout, style=self.html_style)
+        arguments = widgets.HTML(f'<div class="{NO_MATH}">{shown}</div>', layout=self.layout, style=self.html_style)
         rows = [widgets.HBox([question, approve, for_run], layout=self.layout),
                 widgets.HBox([deny, note], layout=self.layout)]
         box = widgets.VBox([arguments, *rows], layout=self.layout)

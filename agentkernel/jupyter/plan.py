@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import AgentConfigError
 from ..guards import GuardConfig
-from ..instructions import Instruction, instruction_files
+from ..instructions import Instruction, find_project_root, read_instruction_files
 from ..pricing import Pricer, parse_price
 from ..skills import Skills, find_skills, skill_folders
 from ..stop import StopSignal
@@ -73,6 +74,8 @@ class RunPlan:
     limits: Limits
     guards: GuardConfig
     price: Pricer | None
+    problems: list[str] = field(default_factory=list)
+    """One line for each instruction file or skill left out (:meth:`instructions`, :meth:`skills`), to print once."""
     policy: Policy = field(default_factory=Policy)
     """The admin's policy the options were held to (:mod:`agentkernel.jupyter.policy`)."""
 
@@ -99,7 +102,8 @@ class RunPlan:
             max_consecutive_failures=options.failure_rounds,
             text_repeats=options.text_repeats,
         )
-        return cls(options, limits, guards, parse_price(options.price) if options.price else None, policy)
+        return cls(options, limits, guards, parse_price(options.price) if options.price else None,
+                   policy=policy)
 
     def tools(self, namespace: Mapping[str, Any], kernel: KernelTools, notebook: NotebookTools,
               servers: KernelServers, *, model_images: bool = False) -> RunTools:
@@ -123,16 +127,29 @@ class RunPlan:
             self.policy.check_server(server)
         return RunTools(kernel, notebook, mcp, selection)
 
+    def project_root(self, folder: str) -> Path:
+        """The project root of a notebook in ``folder``: ``--root``, else found upwards from ``folder``
+        (:func:`~agentkernel.instructions.find_project_root`). The file tools' root is ``--root``, else the
+        notebook's folder (the working directory), not the found root."""
+        return Path(self.options.root).expanduser().resolve() if self.options.root else find_project_root(folder)
+
     def instructions(self, folder: str, cells: Instruction | None = None) -> list[Instruction]:
-        """The project's instructions for a notebook in ``folder``: the files from ``--root`` down to it, then the
-        notebook's tagged cells (``cells``); none with ``--no-instructions``."""
+        """The project's instructions for a notebook in ``folder``: the files from the project root down to it,
+        then the notebook's tagged cells (``cells``); none with ``--no-instructions``. A file left out by the file
+        rules adds its line to :attr:`problems`."""
         if not self.options.instructions:
             return []
-        return instruction_files(self.options.root or folder, folder) + ([cells] if cells else [])
+        found = read_instruction_files(self.project_root(folder), folder)
+        self.problems += found.problems
+        return found.instructions + ([cells] if cells else [])
 
     def skills(self, folder: str) -> Skills:
-        """The skills under ``--root`` (else ``folder``), in ``~/.agentkernel/skills`` and in ``skill_paths``."""
-        return find_skills(skill_folders(self.options.root or folder, self.options.skill_paths))
+        """The skills under the project root, in ``~/.agentkernel/skills`` and in ``skill_paths``; a skill left out
+        adds its line to :attr:`problems`."""
+        root = self.project_root(folder)
+        skills = find_skills(skill_folders(root, self.options.skill_paths), project=root)
+        self.problems += skills.problems
+        return skills
 
     def approver(self, panel: Asker, *, nobody: str | None, terminal: bool = False,
                  notebook: NotebookTools | None = None, untrusted: dict[str, str] | None = None) -> Approver:

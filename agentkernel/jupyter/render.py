@@ -1,9 +1,14 @@
-"""The static record of a run: Markdown with one HTML ``<details>`` section per call, and a plain-text transcript.
+"""The static record of a run: HTML with one ``<details>`` section per call, and a plain-text transcript.
 
 When a run ends, whatever its status, this is what its cell shows in place of the live panel: a view of the run's
 :class:`~agentkernel.record.timeline.Timeline`, as the panel is the live one. It holds no widget, so it reads the
 same in JupyterLab and Notebook 7 with a fresh kernel, in VS Code, nbconvert, GitHub and nbviewer, and it is what
 nbval compares. Both forms are deterministic: no timings, run ids, call ids or absolute paths.
+
+What the model and the tools wrote is data: the messages go through :func:`.markup.markdown_html` (nothing runs,
+nothing is fetched), every other text is escaped, and the only images are the tools' own figures, inline as
+``data:`` URIs of checked base64 (:func:`image_html`). The plain text shows control characters (an ANSI or OSC
+escape a model wrote) as ``⟨U+001B⟩``, so a terminal shows them rather than obeys them.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from ..record.timeline import Entry, Timeline
 from ..result import LoopResult
 from ..text import cut, hidden_warning, load_arguments, pretty_arguments, reveal
 from ..tools import Display
+from .markup import NO_MATH, markdown_html
 
 TEXT_OUTPUT_CHARS = 600
 HTML_OUTPUT_CHARS = 4000
@@ -34,18 +40,18 @@ def headline(result: LoopResult) -> str:
 
 
 def record_bundle(result: LoopResult, timeline: Timeline) -> dict[str, Any]:
-    """The record as a MIME bundle: Markdown and plain text (no widget view: nothing to fail to render)."""
-    return {"text/markdown": render_markdown(result, timeline), "text/plain": render_text(result, timeline)}
+    """The record as a MIME bundle: HTML and plain text (no widget view: nothing to fail to render)."""
+    return {"text/html": render_html(result, timeline), "text/plain": render_text(result, timeline)}
 
 
 def render_text(result: LoopResult, timeline: Timeline) -> str:
-    """The plain-text transcript of a run."""
+    """The plain-text transcript of a run (control characters shown as ``⟨U+001B⟩``: :func:`plain`)."""
     lines = [headline(result)]
     for index, entry in enumerate(timeline):
         if index == len(timeline.head) and timeline.omitted:
             lines.append(timeline.omission())
         if entry.kind == "message":
-            lines.append(entry.message.strip())
+            lines.append(plain(entry.message.strip()))
         elif entry.kind == "compaction":
             lines.append(f"⟲ {entry.name}")
         elif entry.kind == "approval":
@@ -53,37 +59,40 @@ def render_text(result: LoopResult, timeline: Timeline) -> str:
         elif entry.call is not None:
             lines.append(f"▸ {entry.title()}")
             output = entry.result.output if entry.result else ""
-            lines.extend(f"  │ {line}" for line in cut(output, TEXT_OUTPUT_CHARS).splitlines())
+            lines.extend(f"  │ {line}" for line in plain(cut(output, TEXT_OUTPUT_CHARS)).splitlines())
     if result.status != "complete":
-        lines.append(result.summary)
+        lines.append(plain(result.summary))
     return "\n".join(lines)
 
 
-def render_markdown(result: LoopResult, timeline: Timeline) -> str:
-    """The run as Markdown (with HTML for the calls): the headline, the messages as the model wrote them, rendered
-    rather than shown as typed, and one collapsed ``<details>`` section per tool call with its arguments, its
-    output and its images.
+def plain(text: str) -> str:
+    """``text`` for a plain-text view: line ends made ``\\n`` and every other control or invisible character
+    shown as ``⟨U+001B⟩`` (:func:`reveal`), so an escape sequence a model wrote cannot drive a terminal."""
+    return reveal(text.replace("\r\n", "\n"))[0]
 
-    The record has this and the plain text only: JupyterLab, Notebook 7, nbconvert and VS Code prefer a
-    ``text/html`` part to a ``text/markdown`` one, and HTML would show the model's Markdown as typed.
 
-    A call's section is one line of HTML (newlines as ``&#10;``): a blank line in an output would end the HTML
-    block and let Markdown read the rest of it.
+def render_html(result: LoopResult, timeline: Timeline) -> str:
+    """The run as HTML: the headline, the messages rendered from the model's Markdown (:func:`markdown_html`: no
+    raw HTML, no image loaded), and one collapsed ``<details>`` section per tool call with its arguments, its output
+    and its images.
+
+    HTML rather than Markdown: JupyterLab renders the HTML inside a ``text/markdown`` output live, and every front
+    end (JupyterLab, Notebook 7, nbconvert, VS Code) prefers a ``text/html`` part anyway.
     """
     esc = html.escape
-    parts = [f"**{esc(headline(result))}**"]
+    parts = [f"<p><b>{esc(headline(result))}</b></p>"]
     for index, entry in enumerate(timeline):
         if index == len(timeline.head) and timeline.omitted:
-            parts.append(f"*{esc(timeline.omission())}*")
+            parts.append(f"<p><i>{esc(timeline.omission())}</i></p>")
         if entry.kind == "message":
-            parts.append(entry.message.strip())
+            parts.append(markdown_html(entry.message.strip()))
         elif entry.kind in ("compaction", "approval"):
-            parts.append(f"*{'⟲ ' * (entry.kind == 'compaction')}{esc(entry.title())}*")
+            parts.append(f"<p><i>{'⟲ ' * (entry.kind == 'compaction')}{esc(entry.title())}</i></p>")
         elif entry.call is not None:
             parts.append(call_section(entry))
     if result.status != "complete":
-        parts.append(f"**{esc(result.summary)}**")
-    return "\n\n".join(parts)
+        parts.append(f"<p><b>{esc(result.summary)}</b></p>")
+    return f'<div class="agentkernel-record {NO_MATH}">\n' + "\n".join(parts) + "\n</div>"
 
 
 def call_section(entry: Entry) -> str:

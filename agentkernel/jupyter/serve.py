@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import html
-import inspect
 import json
 import re
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,9 +28,9 @@ from ..record.transcript import Transcript, transcript_dir
 from ..secrets import KERNEL
 from ..serve_stdio import TOKEN_ENV
 from ..stop import StopSignal
-from ..tools import Approver, Decision, Tool, ToolCall, Verdict
 from .panel import Panel, close_tree
 from .plan import RunPlan, RunTools
+from .scheduler import RunTurns, scheduler_of
 
 if TYPE_CHECKING:  # agentkernel.mcp (and pydantic) are imported when a session starts, not at %load_ext
     from ..mcp.serving import MCPHTTPServer
@@ -65,62 +65,6 @@ def snippets(url: str, token: str) -> dict[str, str]:
     }
 
 
-class CellWatch:
-    """Whether one of the user's cells is running (IPython's ``pre_run_cell`` / ``post_run_cell``), so that a
-    side-effecting call waits for it to end and runs between the user's cells.
-
-    Read-only calls do not wait: a cell that awaits lets them run at its awaits. A blocking cell holds every call, as
-    it holds the kernel's event loop.
-    """
-
-    def __init__(self, shell: Any, changed: Any = None):
-        self.shell = shell
-        self.changed = changed
-        self.idle = asyncio.Event()
-        self.idle.set()  # the serving cell itself ends as soon as the session is up
-        self.queued = 0
-        if shell is not None:
-            shell.events.register("pre_run_cell", self._started)
-            shell.events.register("post_run_cell", self._ended)
-
-    def _started(self, info: Any) -> None:
-        self.idle.clear()
-
-    def _ended(self, result: Any) -> None:
-        self.idle.set()
-
-    def close(self) -> None:
-        if self.shell is not None:
-            for event, callback in (("pre_run_cell", self._started), ("post_run_cell", self._ended)):
-                with contextlib.suppress(ValueError):
-                    self.shell.events.unregister(event, callback)
-        self.idle.set()
-
-    def after_the_cell(self, approve: Approver) -> Approver:
-        """``approve``, then (for a call it approves) a wait until no cell of the user's runs."""
-
-        async def ask(call: ToolCall, tool: Tool) -> Verdict:
-            verdict = approve(call, tool)
-            if inspect.isawaitable(verdict):
-                verdict = await verdict
-            if (verdict is True or isinstance(verdict, Decision) and verdict.approve is True) \
-                    and not self.idle.is_set():
-                self.queued += 1
-                self._changed()
-                try:
-                    await self.idle.wait()
-                finally:
-                    self.queued -= 1
-                    self._changed()
-            return verdict
-
-        return ask
-
-    def _changed(self) -> None:
-        if self.changed is not None:
-            self.changed()
-
-
 class ServePanel(Panel):
     """The run panel for a served session: its connection above the Stop button, each call as a section."""
 
@@ -128,7 +72,7 @@ class ServePanel(Panel):
 
     def __init__(self, plan: RunPlan, stop: StopSignal):
         self.server: MCPHTTPServer | None = None
-        self.cells: CellWatch | None = None
+        self.turns: RunTurns | None = None
         super().__init__(plan.limits, stop, throttle=plan.options.stream_throttle)
         self.state = "serving"
         self.stop_button.tooltip = "End the session: the running call is cut, no call runs after"
@@ -157,8 +101,8 @@ class ServePanel(Panel):
         session, elapsed = self.server.session, time.monotonic() - self.started
         parts = [self.state, f"{self.calls} call{'s' * (self.calls != 1)}"]
         parts += [f"{session.waiting} waiting"] * bool(session.waiting)
-        if self.cells is not None and self.cells.queued:
-            parts.append("a call waits for the running cell to end")
+        if self.turns is not None and self.turns.waiting:
+            parts.append(f"a call is {self.turns.waiting}")
         parts += [f"{self.timeline.denied} denied"] * bool(self.timeline.denied)
         parts += [f"{self.server.rejected} refused without the token"] * bool(self.server.rejected)
         if self.server.clients:
@@ -182,6 +126,20 @@ class ServeSession:
     started: float = field(default_factory=time.time)
     shown: Any = None
     """The serving cell's display of the panel (a ``DisplayHandle``), while the session lasts."""
+
+    @contextlib.contextmanager
+    def lend(self) -> Iterator[None]:
+        """For a cell that calls this kernel's own server and waits for the answer: while the block runs, calls that
+        touch the kernel run at the cell's awaits instead of waiting for the cell to end (which would be never)::
+
+            with _agent_serve.lend():
+                await client.call_tool("inspect_variable", {"name": "sales"})
+        """
+        if self.panel.turns is None:
+            yield
+            return
+        with self.panel.turns.scheduler.lent():
+            yield
 
     def close_view(self) -> None:
         """The session has ended: its display keeps only the fixed text (a saved notebook holds no view of a dead
@@ -244,20 +202,15 @@ class KernelServing:
         path = None
         if plan.options.transcripts:
             path = transcript_dir() / f"{time.strftime('%Y%m%d-%H%M%S')}-serve.jsonl"
-        cells = CellWatch(shell, panel.schedule)
-        panel.cells = cells
+        panel.turns = RunTurns(scheduler_of(shell), changed=panel.schedule) if shell is not None else None
         approve = plan.approver(panel, nobody=nobody, notebook=tools.notebook, untrusted=tools.mcp.untrusted())
         session = ServedSession(
-            tools.tools(), cells.after_the_cell(approve),
+            tools.tools(), approve,
             limits=plan.limits, guards=plan.guards, stop=stop, on_event=panel,
-            transcript=Transcript(path) if path else None)
+            transcript=Transcript(path) if path else None, turns=panel.turns)
         server = MCPHTTPServer(session, port=port)
         KERNEL.name(TOKEN_SECRET, lambda: server.token)  # no tool output, panel or transcript shows it
-        try:
-            await server.start()
-        except BaseException:
-            cells.close()
-            raise
+        await server.start()
         if tracing_wanted(plan.options.tracing):  # (once the server is up: a session that never served is no tree)
             session.listeners.append(SessionSpans(session.session_id, [t.name for t in session.tools]))
         served = ServeSession(server, panel, str(path) if path else None)
@@ -269,8 +222,6 @@ class KernelServing:
     def _ended(self, served: ServeSession, why: str) -> None:
         """The session ended (Stop, a budget, ``%agent_serve stop``): the panel says so, and the server stops soon
         after (so that the call it cut still gets its error result)."""
-        if served.panel.cells is not None:
-            served.panel.cells.close()
         loop = asyncio.get_running_loop()
         loop.call_later(STOP_GRACE, lambda: loop.create_task(served.server.stop()))
         loop.call_later(STOP_GRACE, served.close_view)

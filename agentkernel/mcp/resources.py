@@ -35,4 +35,4 @@ def resource_tool(servers: dict[str, MCPServer], listed: dict[str, list[Any]], *
         + ("The servers list:\n" + "\n".join(lines[:MAX_LISTED]) + more if lines else "No server lists a resource.")
         + "\n\nArgs:\n    uri: The resource's URI, e.g. one listed above.\n"
           "    server: The server to ask, for a URI none lists (default: the one that lists it).")
-    return tool(read_resource)
+    return tool(read_resource, anytime=True)

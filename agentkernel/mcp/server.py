@@ -326,7 +326,7 @@ class MCPServer:
         call.__name__ = call.__qualname__ = name
         description = listed.description or listed.title or f"the tool {listed.name} of MCP server {self.name}"
         return Tool(name=name, description=description, parameters=schema, fn=call, read_only=read_only,
-                    timeout=self.entry.timeout, arguments_model=_ANY_OBJECT)
+                    timeout=self.entry.timeout, arguments_model=_ANY_OBJECT, anytime=True)
 
     def __repr__(self) -> str:
         state = "running" if self.running else "not running"

@@ -24,7 +24,7 @@ from ..record import history as h
 from ..record.transcript import Transcript
 from ..result import LoopResult
 from ..stop import StopSignal
-from ..tools import Approver, Tool, ToolCall, ToolResult, ToolRunner
+from ..tools import Approver, Tool, ToolCall, ToolResult, ToolRunner, Turns
 from ..usage import Limits
 
 Progress = Callable[[float, str], Awaitable[None]]
@@ -72,6 +72,8 @@ class ServedSession:
     transcript: Transcript | None = None
     on_end: Callable[[str], None] | None = None
     """Told why, once, when the session ends."""
+    turns: Turns | None = None
+    """When a call of a tool that touches the kernel may run (between the user's cells: the kernel's scheduler)."""
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     calls: list[ServedCall] = field(default_factory=list)
     """Every call, finished, in order."""
@@ -85,7 +87,7 @@ class ServedSession:
         self.listeners = Listeners(listeners or [])
         self.runner = ToolRunner(self.by_name, self.approve, run_id=self.session_id,
                                  on_start=lambda call: self._emit(ToolCallStarted(call)),
-                                 on_finish=lambda result: self._emit(ToolCallFinished(result)))
+                                 on_finish=lambda result: self._emit(ToolCallFinished(result)), turns=self.turns)
         self.repeats = RepeatedCallGuard(self.guards.repeat_limit)
         self.no_progress = NoProgressGuard(self.guards.stuck_window, None)
         self.refused: dict[tuple[str, str], str] = {}  # calls a guard refuses from now on, with the guard's word

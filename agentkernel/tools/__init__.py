@@ -19,10 +19,10 @@ from .base import (
     parse_arguments,
     tool,
 )
-from .runner import TOOL_FAULTS, ToolRunner, ToolTimeout, in_thread, invoke
+from .runner import TOOL_FAULTS, ToolRunner, ToolTimeout, Turns, in_thread, invoke
 
 __all__ = [
     "MAX_OUTPUT_CHARS", "TOOL_FAULTS", "Approver", "Decision", "Display", "Tool", "ToolCall", "ToolContext",
-    "ToolError", "ToolOutput", "ToolResult", "ToolRunner", "ToolStatus", "ToolTimeout", "Verdict", "as_registry",
-    "format_output", "in_thread", "invoke", "parse_arguments", "tool",
+    "ToolError", "ToolOutput", "ToolResult", "ToolRunner", "ToolStatus", "ToolTimeout", "Turns", "Verdict",
+    "as_registry", "format_output", "in_thread", "invoke", "parse_arguments", "tool",
 ]

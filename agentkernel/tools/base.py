@@ -51,6 +51,10 @@ class Tool(Generic[P, R]):
     read_only: bool = True
     timeout: float | None = 60.0
     max_output_chars: int | None = MAX_OUTPUT_CHARS
+    anytime: bool = False
+    """Whether the tool may run while one of the user's cells runs: it touches neither the notebook's namespace nor
+    its cells (the file tools, MCP tools). Other tools of a run that is not the running cell's own (a background run,
+    a served session) wait for the user's cell to end (see :class:`~agentkernel.tools.runner.Turns`)."""
     arguments_model: Arguments | None = field(default=None, compare=False)
     """The pydantic model of the arguments (built from ``fn`` when not given)."""
     is_async: bool = field(init=False, repr=False, compare=False)
@@ -101,14 +105,14 @@ class Tool(Generic[P, R]):
 @overload
 def tool(
     fn: Callable[P, R], /, *, name: str | None = None, read_only: bool = True, timeout: float | None = 60.0,
-    max_output_chars: int | None = MAX_OUTPUT_CHARS,
+    max_output_chars: int | None = MAX_OUTPUT_CHARS, anytime: bool = False,
 ) -> Tool[P, R]: ...
 
 
 @overload
 def tool(
     *, name: str | None = None, read_only: bool = True, timeout: float | None = 60.0,
-    max_output_chars: int | None = MAX_OUTPUT_CHARS,
+    max_output_chars: int | None = MAX_OUTPUT_CHARS, anytime: bool = False,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
@@ -120,6 +124,7 @@ def tool(
     read_only: bool = True,
     timeout: float | None = 60.0,
     max_output_chars: int | None = MAX_OUTPUT_CHARS,
+    anytime: bool = False,
 ) -> Tool[..., Any] | Callable[[Callable[..., Any]], Tool[..., Any]]:
     """Turn a plain function (sync or async) into a :class:`Tool` that still behaves like the function.
 
@@ -133,6 +138,10 @@ def tool(
         def word_count(text: str) -> int:
             "Count the words in a text."
             return len(text.split())
+
+    A tool may read or change the notebook's variables, so a background run (``%%agent --background``) or a served
+    session runs it only between the user's cells. ``anytime=True`` marks a tool that touches neither the namespace
+    nor the notebook (it reads files, calls a web API): it then runs at once, even while a cell of the user's runs.
     """
 
     def wrap(f: Callable[..., Any]) -> Tool[..., Any]:
@@ -147,6 +156,7 @@ def tool(
             read_only=read_only,
             timeout=timeout,
             max_output_chars=max_output_chars,
+            anytime=anytime,
             arguments_model=arguments,
         )
 

@@ -34,7 +34,7 @@ from .file_reading import SNIFF_BYTES, read_text_file, split_lines
 from .file_search import search_files
 
 __all__ = [
-    "FILE_TOOL_NAMES", "MAX_FILE_BYTES", "MAX_OUTPUT_CHARS", "PACKAGE_DIR", "PathPolicy", "file_tools",
+    "FILE_TOOL_NAMES", "MAX_FILE_BYTES", "MAX_OUTPUT_CHARS", "PACKAGE_DIR", "PathPolicy", "checked_text", "file_tools",
     "list_dir", "read_file", "search_text",  # noqa: F822 - made when first named (see __getattr__)
 ]
 
@@ -324,6 +324,28 @@ def is_secret_file(path: Path) -> bool:
     return False
 
 
+def checked_text(path: Path, base: Path | None, max_bytes: int = MAX_FILE_BYTES) -> str:
+    """The text of the file at ``path`` if the file tools' rules allow reading it: its real path (every link
+    followed) under ``base`` (None: anywhere), not a secret file by its own name or its target's
+    (:func:`is_secret_file`), a regular UTF-8 text file of at most ``max_bytes`` bytes (a FIFO is not waited on).
+    Raise ValueError saying why not, in words that name no path and quote nothing of the file (instruction and
+    skill files are read through this)."""
+    try:
+        real = path.resolve(strict=True)
+    except (OSError, RuntimeError):  # RuntimeError: a link loop
+        raise ValueError("it cannot be followed (a broken link or a link loop)") from None
+    if base is not None and not real.is_relative_to(base.resolve()):
+        raise ValueError("its real path is outside the project root (a link that leads out)")
+    if is_secret_file(path) or is_secret_file(real):
+        raise ValueError("it is a secret file, which the file tools do not read")
+    try:
+        return read_text_file(os.fspath(real), max_bytes)
+    except ValueError as e:
+        raise ValueError(f"it is {e}") from None
+    except OSError as e:
+        raise ValueError(f"it cannot be read ({e.strerror or type(e).__name__})") from None
+
+
 def _holds_secrets(path: Path) -> bool:
     """:func:`is_secret_file` by the file's name or by its target's (a symlink to ``.env`` is ``.env``)."""
     try:
@@ -482,7 +504,7 @@ def file_tools(root: str | os.PathLike[str] | PathPolicy | None = None, *,
             cancelled.set()
 
     # They cut their own output to MAX_OUTPUT_CHARS and then add a note saying what to ask for next: no second cut.
-    return [tool(f, max_output_chars=None) for f in (read, list_, search_text)]
+    return [tool(f, max_output_chars=None, anytime=True) for f in (read, list_, search_text)]
 
 
 def __getattr__(name: str) -> Tool:

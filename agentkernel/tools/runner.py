@@ -13,7 +13,8 @@ import inspect
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
 
 from ..secrets import KERNEL
 from ..text import cut, valid_text
@@ -110,19 +111,31 @@ async def in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], name: str = 
     return await future
 
 
+class Turns(Protocol):
+    """Who says when a tool that touches the kernel may run (one scheduler per kernel, in the notebook front end).
+
+    The runner enters ``turn(call)`` around each call of a tool not marked ``anytime``, after its approval and
+    outside its timeout: the call waits there (for the user's running cell to end) and holds the turn while it runs.
+    """
+
+    def turn(self, call: ToolCall) -> AbstractAsyncContextManager[object]: ...
+
+
 class ToolRunner:
     """Runs the tool calls of one run: approvals, worker threads, timeouts and the tools approved for the run.
 
     ``await runner.run(calls)`` runs a round and returns each call's :class:`ToolResult` in request order; it
     calls ``on_start(call)`` and ``on_finish(result)`` (the loop's events) as each call starts and finishes. If
     the round is cut short (Stop, the wall clock), :attr:`done` holds the results of the calls that finished and
-    :meth:`unfinished` makes the others'.
+    :meth:`unfinished` makes the others'. With ``turns``, a call of a tool not marked ``anytime`` runs in its turn
+    (see :class:`Turns`).
     """
 
     def __init__(self, tools: dict[str, Tool], approve: Approver | None = None, *, run_id: str = "",
                  on_start: Callable[[ToolCall], None] | None = None,
-                 on_finish: Callable[[ToolResult], None] | None = None):
+                 on_finish: Callable[[ToolResult], None] | None = None, turns: Turns | None = None):
         self.tools = tools
+        self.turns = turns
         self.approve = approve
         self.run_id = run_id
         self.on_start = on_start
@@ -213,7 +226,11 @@ class ToolRunner:
         if tool.context_parameter:
             kwargs[tool.context_parameter] = ToolContext(call.call_id, call.name, self.run_id)
         try:
-            value = await invoke(tool, kwargs, self.timeouts)
+            if self.turns is not None and not tool.anytime:
+                async with self.turns.turn(call):
+                    value = await invoke(tool, kwargs, self.timeouts)
+            else:
+                value = await invoke(tool, kwargs, self.timeouts)
             return "ok", value if isinstance(value, ToolOutput) else format_output(value)
         except ToolTimeout:
             return "error", f"error: {call.name} timed out after {tool.timeout:g} s"

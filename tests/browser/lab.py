@@ -272,11 +272,11 @@ class NotebookPage:
         headline (``agent: complete · 2 rounds · ...``)."""
         stop = self.page.get_by_role("button", name=re.compile(r"^\W*Stop$"))
         live = self.output(index).locator(".widget-hbox").filter(has=stop).locator(".widget-html-content")
-        return live.or_(self.record(index).locator("p").first.locator("strong")).first
+        return live.or_(self.record(index).locator("p").first.locator("b")).first
 
     def record(self, index: int) -> Any:
-        """The record a finished run leaves in its cell (rendered Markdown, no widget)."""
-        return self.output(index).locator(".jp-RenderedMarkdown").filter(has_text=re.compile(r"^\s*agent: "))
+        """The record a finished run leaves in its cell (HTML, no widget)."""
+        return self.output(index).locator(".jp-RenderedHTMLCommon").filter(has_text=re.compile(r"^\s*agent: "))
 
     def sections(self, index: int) -> Any:
         """The record's collapsible sections, one per call."""

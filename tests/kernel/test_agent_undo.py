@@ -4,14 +4,15 @@ changes back (added cells removed, the edited cell given its source, execution c
 user's edit stays; cells the user changed since the run wrote them are left as they are and named, and taken back
 by a later undo once they are as the run left them; runs undo newest first; the Undo button's silent request works
 as a cell does, and so does the live panel's while the run goes on; and where no extension answers, or the magic
-cannot await, one line says why.
+cannot await, one line says why; a second notebook on the kernel cannot mark the first one's run undone (it is
+refused by name, and its front end's answers to the first's requests are dropped).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fake_notebook import FakeNotebook, code_cell
+from fake_notebook import FakeNotebook, another_page, code_cell
 from kernel_client import KernelSession, button_description, kernel_fixtures, widget_state
 
 from agentkernel.jupyter.kernel.undo import UNDO_LABEL, UNDO_MIME
@@ -189,3 +190,28 @@ def test_the_live_panels_undo_button_takes_back_what_the_run_changed_so_far(kern
     opened = {m["content"]["comm_id"] for m in cell.of_type("comm_open")
               if m["content"].get("target_name") == "jupyter.widget"}
     assert opened <= {m["content"]["comm_id"] for m in cell.of_type("comm_close")}  # the button closed with the panel
+
+
+def test_a_second_notebook_on_the_kernel_cannot_mark_the_first_ones_run_undone(kernel: KernelSession):
+    first = FakeNotebook(kernel, notebook_cells(), path="first.ipynb")
+    run_id = run_agent(kernel, first, WRITES)
+    second = FakeNotebook(kernel, [code_cell("other", "y = 2")], path="second.ipynb", client=another_page(kernel))
+    assert undo(second, run_id) == (f"cannot undo run {run_id} from second.ipynb: it changed first.ipynb (undo it "
+                                    "from there)")
+    assert undo(second) == (f"cannot undo run {run_id} from second.ipynb: it changed first.ipynb (undo it from "
+                            "there)")
+    assert second.ops == ["hello", "hello"] and len(first.cells) == 5  # no restore was asked anywhere
+    # an older extension that does not name its notebook: none of the run's cells is there, so the run stays
+    older = FakeNotebook(kernel, [code_cell("other", "y = 2")], path="", client=another_page(kernel))
+    assert undo(older, run_id) == (f"did not undo run {run_id}: none of the cells it changed is in this notebook "
+                                   "(it changed another notebook, or they were deleted)")
+
+    # The first notebook's undo: the second page sees its comm too and answers its hello first; that answer is
+    # not from the page that asked, so it is dropped, and the first notebook's own answer is taken.
+    cell = first.submit(f"%agent_undo {run_id}", cell_id="undo")
+    second.serve_until(cell, lambda: any(m["msg_type"] == "comm_open" for m in cell.messages))
+    assert second.ops[-1] == "hello"
+    first.run(cell)
+    assert cell.stdout == f"undid run {run_id}: removed 2 added cells, restored 1 edited cell\n"
+    assert [c["id"] for c in first.cells] == ["load", "agent", "mine"]
+    assert [c["id"] for c in second.cells] == ["other"]

@@ -33,7 +33,7 @@ from agentkernel import (
     validate_history,
 )
 from agentkernel.events import Event, MessageDone, TextDelta, ToolCallFinished, ToolCallStarted
-from agentkernel.jupyter.render import render_markdown, render_text
+from agentkernel.jupyter.render import render_html, render_text
 from agentkernel.models import OpenAIChatModel
 from agentkernel.record.history import MISSING_OUTPUT
 from agentkernel.record.timeline import Timeline
@@ -100,7 +100,7 @@ def test_lone_surrogates_anywhere_leave_the_run_its_invariant_and_its_transcript
     assert result.answer == f"done{REPLACED}"
     assert encodable(result.history) and encodable(result.partial_findings)
     assert all(encodable(text) for text in event_texts(events))
-    render_markdown(result, record).encode("utf-8")
+    render_html(result, record).encode("utf-8")
     render_text(result, record).encode("utf-8")
     # The transcript is valid UTF-8 and loads back to the same history.
     path.read_bytes().decode("utf-8")
@@ -256,8 +256,8 @@ def test_continue_from_the_transcript_of_a_killed_kernel(tmp_path: Path) -> None
         assert second.value("[o['output'] for o in _agent.history if o['type'] == 'function_call_output']") == [
             f"x{REPLACED}y", f"x{REPLACED}y"]
         assert second.value("_agent.answer") == f"done{REPLACED}"
-        (bundle,) = [d for d in cell.displays if "text/markdown" in d]
-        assert f"he{REPLACED}llo" in bundle["text/plain"] and f"x{REPLACED}y" in bundle["text/markdown"]
+        (bundle,) = cell.records
+        assert f"he{REPLACED}llo" in bundle["text/plain"] and f"x{REPLACED}y" in bundle["text/html"]
 
         # #2 in a kernel: a catastrophic regex is cut by --max-seconds on time (it froze the kernel for ~10 s).
         (cwd / "slow.txt").write_text("a" * 25 + "b\n")

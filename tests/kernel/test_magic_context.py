@@ -73,7 +73,7 @@ def texts(cell: Cell) -> str:
 
 
 def static_text(cell: Cell) -> str:
-    (bundle,) = [d for d in cell.displays if "text/markdown" in d]
+    (bundle,) = cell.records
     return bundle["text/plain"]
 
 

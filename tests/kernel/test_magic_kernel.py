@@ -85,8 +85,8 @@ def kernel(session: KernelSession) -> KernelSession:
 
 
 def static_rendering(cell: Cell) -> dict:
-    """The run's static rendering: the display bundle with text/markdown."""
-    (bundle,) = [d for d in cell.displays if "text/markdown" in d]
+    """The run's static rendering: the display bundle of its record (HTML and plain text)."""
+    (bundle,) = cell.records
     return bundle
 
 
@@ -111,7 +111,7 @@ def test_agent_cell_completes_with_panel_and_static_rendering(kernel: KernelSess
 
     panel, static = cell.displays  # the panel first (shown as the cell starts), then the static rendering
     assert WIDGET_VIEW in panel and panel["text/plain"] == PANEL_TEXT
-    assert "<details>" in static["text/markdown"] and "read_file" in static["text/markdown"]
+    assert "<details>" in static["text/html"] and "read_file" in static["text/html"]
     headline, *transcript = static["text/plain"].splitlines()
     assert re.fullmatch(r"agent: complete · 2 rounds · 1 tool call · [\d,]+ in · [\d,]+ out · cost unknown",
                         headline), headline

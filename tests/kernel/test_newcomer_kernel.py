@@ -116,24 +116,25 @@ def test_identical_not_run_calls_are_one_section_with_a_count(kernel: KernelSess
     final = cell.displays[-1]
     assert final["text/plain"].count('▸ list_dir(path=".") · not_run × 19') == 1, final["text/plain"]
     assert final["text/plain"].count("▸ list_dir") == 1
-    assert final["text/markdown"].count("<details>") == 1 and "× 19" in final["text/markdown"]
+    assert final["text/html"].count("<details>") == 1 and "× 19" in final["text/html"]
     titles = [m for m in cell.of_type("comm_msg") if "not_run × 19" in json.dumps(m["content"], ensure_ascii=False)]
     assert titles, "the panel shows one section counting the 19 calls"
 
 
-# -- item 8: the answer as Markdown ------------------------------------------------------------------------------
+# -- item 8: the answer as Markdown (rendered by us: issue 36) ---------------------------------------------------
 
-def test_the_static_rendering_carries_the_answer_as_markdown(kernel: KernelSession):
+def test_the_static_rendering_carries_the_answer_rendered_from_markdown(kernel: KernelSession):
     kernel.ok("m = ScriptedModel([Call('list_dir', {}), 'Found **two** files:\\n\\n- `a.txt`\\n- `b.txt`'])")
     cell = kernel.run("%%agent -m m\nlook")
     final = cell.displays[-1]
-    markdown = final["text/markdown"]
-    assert "Found **two** files:\n\n- `a.txt`\n- `b.txt`" in markdown
-    assert markdown.startswith("**agent: complete · 2 rounds · 1 tool call")
-    details = [line for line in markdown.split("\n\n") if line.startswith("<details>")]
-    assert len(details) == 1 and "\n" not in details[0]  # one HTML block: a blank line would end it
-    # Markdown and plain text only: every front end prefers an HTML part, which would show the Markdown as typed
-    assert set(final) == {"text/markdown", "text/plain"}
+    page = final["text/html"]
+    assert "<p>Found <strong>two</strong> files:</p>\n<ul>\n<li><code>a.txt</code></li>" in page
+    assert page.startswith('<div class="agentkernel-record tex2jax_ignore mathjax_ignore">\n'
+                           "<p><b>agent: complete · 2 rounds · 1 tool call")
+    details = [line for line in page.split("\n") if line.startswith("<details>")]
+    assert len(details) == 1  # the call's section, on one line
+    # HTML and plain text only: a front end renders the HTML inside text/markdown live (issue 36)
+    assert set(final) == {"text/html", "text/plain"}
 
 
 # -- item 9: option lines expanded ------------------------------------------------------------------------------

@@ -385,24 +385,67 @@ def test_claude_code_connects_with_the_panels_snippet_and_not_with_a_wrong_token
     assert kernel.value("_agent_serve.server.rejected") > 0 and kernel.value("_agent_serve.calls") == []
 
 
-def test_a_side_effect_waits_for_an_awaiting_cell_and_a_read_runs_at_its_awaits(kernel, serve):
-    _, url, headers = serve("--allow-writes")
-    kernel.ok("import asyncio\nstage = 'before'")
+def shown_anywhere(kernel: KernelSession, words: str, timeout: float = 30) -> None:
+    """Wait until a widget update in any cell's messages holds ``words`` (the serving panel's status line)."""
+    deadline = time.monotonic() + timeout
+    while not any(m["msg_type"] == "comm_msg" and words in json.dumps(m["content"]["data"].get("state", {}))
+                  for messages in list(kernel.iopub.values()) for _, m in messages):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no widget said {words!r}")
+        kernel.pump(0.02)
+
+
+def test_every_kernel_call_waits_for_an_awaiting_cell_and_a_file_read_runs_at_its_awaits(kernel, serve, tmp_path):
+    """The kernel's scheduler: a call that touches the kernel, read-only or not, runs between the user's cells, so it
+    sees what the cell did to the end; a file tool (anytime) answers at the cell's awaits."""
+    _, url, headers = serve("--allow-writes --tools list_dir,inspect_variable,run_python")
+    flag = tmp_path / "go"
+    kernel.ok(f"import asyncio, os\nstage = 'before'\nflag = {str(flag)!r}")
 
     async def main() -> None:
         async with client(url, headers) as c:
-            await c.call_tool("list_variables", {})  # connected
-            busy = await asyncio.to_thread(kernel.submit,
-                                           "stage = 'in the cell'\nawait asyncio.sleep(2)\nstage = 'after the cell'")
-            await asyncio.sleep(0.5)
-            read = await c.call_tool("inspect_variable", {"name": "stage"})  # runs at the cell's await
-            assert "in the cell" in text(read), text(read)
-            wrote = await c.call_tool("run_python", {"code": "seen_by_agent = stage"})  # waits for the cell
+            await c.call_tool("list_dir", {"path": "."})  # connected
+            busy = await asyncio.to_thread(
+                kernel.submit, "stage = 'in the cell'\nwhile not os.path.exists(flag):\n    await asyncio.sleep(0.02)\n"
+                               "stage = 'after the cell'")
+            number = await asyncio.to_thread(busy_number, busy)  # it has started
+            listed = await c.call_tool("list_dir", {"path": "."})  # runs at the cell's awaits: the cell waits on it
+            assert not listed.is_error and not busy.done, text(listed)
+            read = asyncio.ensure_future(c.call_tool("inspect_variable", {"name": "stage"}))
+            await asyncio.to_thread(shown_anywhere, kernel, f"waiting for cell [{number}] to finish")
+            assert not read.done()
+            flag.write_text("go")
+            assert "after the cell" in text(await read), text(read.result())
+            wrote = await c.call_tool("run_python", {"code": "seen_by_agent = stage"})
             assert not wrote.is_error, text(wrote)
             await asyncio.to_thread(busy.wait, 30)
 
     run(main)
     assert kernel.value("seen_by_agent") == "after the cell"
+
+
+def busy_number(cell: Any) -> int:
+    """The execution count of a running cell (its execute_input message)."""
+    return int(cell.wait_for(lambda m: m["msg_type"] == "execute_input", 30)["content"]["execution_count"])
+
+
+def test_a_cell_that_calls_its_own_kernels_server_lends_it_the_kernel(kernel, serve):
+    """``with _agent_serve.lend():`` a cell awaiting its own kernel's server gets the answer at its awaits, as it
+    sees the cell (without it, the call would wait for the cell that waits for it)."""
+    _, url, headers = serve()
+    cell = kernel.ok("""
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+stage = 'in the cell'
+with _agent_serve.lend():
+    async with httpx2.AsyncClient(headers=_agent_serve.headers) as http, \\
+            Client(streamable_http_client(_agent_serve.url, http_client=http)) as c:
+        result = await c.call_tool("inspect_variable", {"name": "stage"})
+print("".join(part.text for part in result.content))
+stage = 'after the cell'
+""", timeout=60)
+    assert "in the cell" in cell.stdout, cell.describe()
 
 
 def test_a_port_in_use_or_a_bad_one_is_one_line(kernel):

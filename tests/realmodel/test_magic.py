@@ -47,7 +47,7 @@ def agent_cell(server: LlamaServer, prompt: str, options: str = "", api: str = "
 
 def headline(cell: Cell) -> str:
     """The first line of the run's static rendering (``agent: complete · 2 rounds · ...``)."""
-    (bundle,) = [d for d in cell.displays if "text/markdown" in d]
+    (bundle,) = cell.records
     return bundle["text/plain"].splitlines()[0]
 
 

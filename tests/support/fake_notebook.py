@@ -8,9 +8,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from jupyter_client.session import Session
 from kernel_client import Cell, KernelSession
 
 from agentkernel.jupyter.kernel.notebook import COMM_TARGET
+
+
+def another_page(kernel: KernelSession) -> Session:
+    """A client session of its own on ``kernel``'s connection: another notebook's page using the same kernel."""
+    return Session(key=kernel.kc.session.key, signature_scheme=kernel.kc.session.signature_scheme)
 
 
 def code_cell(cell_id: str, source: str, count: int | None = None, error: bool = False, out: str = "") -> dict:
@@ -21,8 +27,11 @@ def code_cell(cell_id: str, source: str, count: int | None = None, error: bool =
 class FakeNotebook:
     """agentkernel's front-end extension, played by the test: it answers the kernel's requests from ``cells``."""
 
-    def __init__(self, kernel: KernelSession, cells: list[dict[str, Any]], *, close: bool = False):
+    def __init__(self, kernel: KernelSession, cells: list[dict[str, Any]], *, close: bool = False,
+                 path: str = "study.ipynb", client: Session | None = None):
         self.kernel = kernel
+        self.path = path  # the notebook's path, as the hello names it ("": an older extension that does not)
+        self.client = client or kernel.kc.session  # another Session: a second notebook's page on this kernel
         self.cells = cells
         self.close = close  # answer the comm_open with comm_close, as JupyterLab without the extension does
         self.requests: list[dict[str, Any]] = []
@@ -39,7 +48,7 @@ class FakeNotebook:
         content = {"code": code, "silent": silent, "store_history": not silent, "user_expressions": {},
                    "allow_stdin": False, "stop_on_error": not silent}
         metadata = {} if silent else {"cellId": cell_id}
-        msg = self.kernel.kc.session.msg("execute_request", content, metadata=metadata)
+        msg = self.client.msg("execute_request", content, metadata=metadata)
         self.kernel.kc.shell_channel.send(msg)
         return Cell(self.kernel, msg["header"]["msg_id"], code)
 
@@ -81,16 +90,17 @@ class FakeNotebook:
                 after()  # (which may set the next one)
 
     def send(self, msg_type: str, content: dict[str, Any]) -> None:
-        self.kernel.kc.shell_channel.send(self.kernel.kc.session.msg(msg_type, content))
+        self.kernel.kc.shell_channel.send(self.client.msg(msg_type, content))
 
     def answer(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request["op"]
         if not self.panel:
             return {"ok": False, "reason": "error", "error": "no notebook panel has this kernel"}
         if op == "hello":
-            return {"ok": True, "front_end": "jupyterlab", "version": "0.1.0", "can_edit": True}
+            return {"ok": True, "front_end": "jupyterlab", "version": "0.1.1", "can_edit": True,
+                    **({"path": self.path} if self.path else {})}
         if op == "read":
-            return {"ok": True, "path": "study.ipynb", "active_cell_id": self.active, "cells": self.cells}
+            return {"ok": True, "path": self.path, "active_cell_id": self.active, "cells": self.cells}
         if op == "restore":
             return self.restore(request)
         ids = [c["id"] for c in self.cells]

@@ -143,6 +143,11 @@ class Cell:
         """The ``data`` bundles of display_data and execute_result outputs, in order."""
         return [m["content"]["data"] for m in self.of_type("display_data", "execute_result")]
 
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """The bundles of the runs' records (HTML and the plain text that begins ``agent: ``), in order."""
+        return [d for d in self.displays if "text/html" in d and str(d.get("text/plain", "")).startswith("agent: ")]
+
     def record_images(self) -> list[tuple[str, str, str]]:
         """The images the run's record shows in its calls' sections: ``(mime type, data, alternative text)``, the
         data as the bundle had it (SVG as its text, the others base64)."""
@@ -150,7 +155,7 @@ class Cell:
         import html
         import re
 
-        records = [d["text/markdown"] for d in self.displays if "text/markdown" in d]
+        records = [d["text/html"] for d in self.records]
         found = re.findall(r'<img src="data:([^;]+);base64,([^"]+)" alt="([^"]*)">', records[-1] if records else "")
         return [(mime, base64.b64decode(data).decode() if mime == "image/svg+xml" else data,
                  html.unescape(alt).replace("&#10;", "\n")) for mime, data, alt in found]

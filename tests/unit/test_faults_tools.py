@@ -199,12 +199,12 @@ def test_deeply_nested_arguments_are_safe_to_render_and_compare():
 
 
 def test_a_run_with_deeply_nested_arguments_renders():
-    from agentkernel.jupyter.render import render_markdown, render_text
+    from agentkernel.jupyter.render import render_html, render_text
     from agentkernel.record.timeline import Timeline
 
     record = Timeline()
     result = run_guarded("go", model=ScriptedModel([Call("read", DEEP), "done"]), tools=[], on_event=record)
-    text, page = render_text(result, record), render_markdown(result, record)
+    text, page = render_text(result, record), render_html(result, record)
     assert '▸ read({"a": {"a":' in text and "error: unknown tool 'read'" in text
     assert '{&quot;a&quot;: {&quot;a&quot;:' in page
 

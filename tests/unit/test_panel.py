@@ -55,7 +55,7 @@ def test_a_long_run_keeps_a_bounded_panel_and_folds_the_rest(throttle: float):
     assert titles == [t for t in titles if " · ok · " in t] and len(titles) == len(live) - 1
     assert titles[-1].startswith(f"noop(i={n - 1}) · ok · ")
     assert titles[0].startswith(f"noop(i={n - len(titles)}) · ok")
-    assert isinstance(live[-1], widgets.Output) and live[-1].outputs[0]["data"]["text/markdown"] == "All done."
+    assert isinstance(live[-1], widgets.HTML) and "<p>All done.</p>" in live[-1].value  # rendered, in place
     # Every older call is counted in the fold block, which lists only the newest FOLDED_TITLES of them.
     folded = n - len(titles)
     assert f"{folded} earlier entries folded ({folded} calls)" in fold.value
@@ -136,14 +136,14 @@ def test_stop_ends_a_long_run_at_once():
 
 
 def test_the_static_rendering_of_a_long_run_is_bounded_and_deterministic():
-    from agentkernel.jupyter.render import render_markdown, render_text
+    from agentkernel.jupyter.render import render_html, render_text
     from agentkernel.record.timeline import HEAD_ENTRIES, TAIL_ENTRIES, Timeline
 
     def rendered(n: int) -> tuple[str, str]:
         record = Timeline()
         result = asyncio.run(run("go", model=ScriptedModel([Call("noop", {"i": i}) for i in range(n)] + ["Done."]),
                                  tools=[noop], on_event=record))
-        return render_text(result, record), render_markdown(result, record)
+        return render_text(result, record), render_html(result, record)
 
     text, page = rendered(1000)
     lines = text.splitlines()

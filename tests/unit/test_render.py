@@ -7,11 +7,12 @@ from __future__ import annotations
 import base64
 import re
 
+from live_html import live_parts
 from runtime_helpers import run_sync
 
 from agentkernel import Call, ScriptedModel, tool
 from agentkernel.jupyter.magics import WIDGET_VIEW
-from agentkernel.jupyter.render import record_bundle, render_markdown, render_text
+from agentkernel.jupyter.render import record_bundle, render_html, render_text
 from agentkernel.record.images import IMAGE_TYPES
 from agentkernel.record.timeline import HEAD_ENTRIES, TAIL_ENTRIES, Timeline
 from agentkernel.tools import Display, ToolOutput
@@ -53,19 +54,30 @@ def test_a_run_renders_the_same_text_every_time_with_each_call_once() -> None:
     ]
 
 
-def test_the_markdown_renders_the_answer_and_escapes_what_the_tools_wrote() -> None:
-    markdown = render_markdown(*record_of([[Call("lookup", {"key": "<script>\n\nx"})], "**done**: `a`"]))
-    assert "<script>" not in markdown and "&lt;script&gt;" in markdown
-    assert markdown.endswith("\n\n**done**: `a`")  # the answer as the model wrote it, for the front end to render
-    (section,) = [part for part in markdown.split("\n\n") if part.startswith("<details>")]
-    assert "&#10;" in section  # one HTML block: a blank line in an output cannot end it
+def test_the_html_renders_the_answer_and_escapes_what_the_tools_wrote() -> None:
+    page = render_html(*record_of([[Call("lookup", {"key": "<script>\n\nx"})], "**done**: `a` <b>raw</b>"]))
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    # the answer rendered from the model's Markdown, its raw HTML shown as typed
+    assert page.endswith("<p><strong>done</strong>: <code>a</code> &lt;b&gt;raw&lt;/b&gt;</p>\n</div>\n</div>")
+    (section,) = [part for part in page.split("\n") if part.startswith("<details>")]
+    assert "&#10;" in section  # one line: the record's sections are found and counted by line
+    assert live_parts(page) == []
+
+
+def test_what_the_model_and_tools_wrote_cannot_drive_a_terminal() -> None:
+    """ANSI and OSC escape sequences in an answer or an output are shown in the plain text, not sent raw."""
+    evil = "\x1b]52;c;ZXZpbA==\x07\x1b[2J\x1b]0;owned\x07done\r\nnext\x9b31m"
+    text = render_text(*record_of([[Call("lookup", {"key": evil})], evil]))
+    assert "\x1b" not in text and "\x07" not in text and "\x9b" not in text and "\r" not in text
+    assert "⟨U+001B⟩]52;c;ZXZpbA==⟨U+0007⟩" in text and "done\nnext⟨U+009B⟩31m" in text
 
 
 def test_the_record_holds_no_widget_view_and_shows_each_image_in_its_calls_section() -> None:
     result, record = record_of([[Call("plot", {"kind": kind}) for kind in ("png", "svg", "webp")], "drawn"])
     bundle = record_bundle(result, record)
-    assert set(bundle) == {"text/markdown", "text/plain"} and WIDGET_VIEW not in bundle
-    sections = [part for part in bundle["text/markdown"].split("\n\n") if part.startswith("<details>")]
+    assert set(bundle) == {"text/html", "text/plain"} and WIDGET_VIEW not in bundle
+    assert live_parts(bundle["text/html"], allow_data_images=True) == []
+    sections = [part for part in bundle["text/html"].split("\n") if part.startswith("<details>")]
     assert len(sections) == 3
     for section, mime in zip(sections, ("image/png", "image/svg+xml", "image/webp"), strict=True):
         assert mime in IMAGE_TYPES
@@ -110,6 +122,18 @@ def test_image_data_that_is_not_base64_never_reaches_the_html() -> None:
     record = Timeline()
     result = run_sync("go", model=ScriptedModel([Call("hostile", {"n": 1}), "done"]), tools=[hostile],
                       on_event=record)
-    markdown = render_markdown(result, record)
-    assert "onerror" not in markdown and "<script>" not in markdown and "<img" not in markdown
-    assert "image/png not shown: its data is not base64" in markdown
+    page = render_html(result, record)
+    assert "onerror" not in page and "<script>" not in page and "<img" not in page
+    assert "image/png not shown: its data is not base64" in page
+
+
+def test_the_result_display_and_a_stop_error_show_escape_sequences_rather_than_send_them() -> None:
+    from agentkernel.jupyter.errors import STOP_ERRORS
+
+    evil = "\x1b]0;owned\x07\x1b[2Jdone"
+    result, _ = record_of([evil])
+    result.detail, result.status = f"lookup {evil}", "repeated_tool_call"
+    pretty = "\n".join(result._summary_lines())
+    assert "\x1b" not in pretty and "\x07" not in pretty and "⟨U+001B⟩]0;owned⟨U+0007⟩" in pretty
+    error = str(STOP_ERRORS["repeated_tool_call"](result))
+    assert error.startswith("REPEATED_TOOL_CALL: lookup ⟨U+001B⟩") and "\x1b" not in error

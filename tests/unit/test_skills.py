@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import string
 from pathlib import Path
 
@@ -58,7 +59,7 @@ def test_load_skill_refusals_go_through_the_runner(tmp_path: Path) -> None:
     ("---\ndescription: d\n---\n", "no name"),
     ("---\nname: ok-name\n---\n", "no description"),
     ("---\nname: Bad Name\ndescription: d\n---\n", "is not lower-case"),
-    ("---\nname: ok\nthis line is not yaml\n---\n", "is not 'key: value'"),
+    ("---\nname: ok\nthis line is not yaml\n---\n", "its front matter line 3 is not 'key: value'"),
 ])
 def test_a_malformed_skill_is_reported_once_and_skipped(tmp_path: Path, text: str, why: str) -> None:
     skill(tmp_path, "good", GOOD.replace("house-plots", "good"))
@@ -98,3 +99,57 @@ descriptions = st.text(string.ascii_letters + string.digits + " .,;()!?-", min_s
 def test_name_and_description_round_trip(name: str, description: str) -> None:
     fields, body = parse_front_matter(f"---\nname: {name}\ndescription: {description}\n---\n# Body\n")
     assert fields == {"name": name, "description": description} and body == "# Body"
+
+
+# -- the file rules: a cloned repository's links ---------------------------------------------------------------------
+
+def outside(tmp_path: Path) -> Path:
+    """A folder outside the project holding a skill whose SKILL.md quotes a secret in its front matter."""
+    folder = tmp_path / "etc" / "stolen"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "SKILL.md").write_text("---\nroot:x:0:0:root:/root:/bin/bash\n---\n")
+    return folder
+
+
+def test_links_out_of_the_project_are_skipped_with_one_line_naming_no_absolute_path(tmp_path: Path) -> None:
+    project = tmp_path / "repo"
+    skills_folder = project / ".agents" / "skills"
+    skill(skills_folder, "good", GOOD.replace("house-plots", "good"))
+    (skills_folder / "linked").symlink_to(outside(tmp_path), target_is_directory=True)  # a skill folder leading out
+    (skills_folder / "file").mkdir()
+    (skills_folder / "file" / "SKILL.md").symlink_to(outside(tmp_path).parent / "stolen" / "SKILL.md")
+    (skills_folder / "env").mkdir()
+    (project / ".env").write_text("KEY=sk-proj-abcdefghijklmnop\n")
+    (skills_folder / "env" / "SKILL.md").symlink_to("../../../.env")
+    found = find_skills(skill_folders(project)[:1], project=project)
+    assert [s.name for s in found.found] == ["good"]
+    assert found.problems == [
+        "skill .agents/skills/env/SKILL.md is skipped: it is a secret file, which the file tools do not read",
+        "skill .agents/skills/file/SKILL.md is skipped: its real path is outside the project root (a link that "
+        "leads out)",
+        "skill .agents/skills/linked/SKILL.md is skipped: its real path is outside the project root (a link that "
+        "leads out)"]
+    said = "\n".join(found.problems)
+    assert "root:x" not in said and "sk-proj" not in said and str(tmp_path) not in said
+
+
+def test_an_agents_folder_linked_out_is_skipped_whole(tmp_path: Path) -> None:
+    project = tmp_path / "repo"
+    project.mkdir()
+    etc = outside(tmp_path).parent  # .agents -> /etc, whose skills/ would be read
+    (etc / "skills").symlink_to(etc, target_is_directory=True)
+    (project / ".agents").symlink_to(etc, target_is_directory=True)
+    found = find_skills(skill_folders(project)[:1], project=project)
+    assert found.found == [] and found.problems == [
+        "skills in .agents/skills are skipped: its real path is outside the project root (a link that leads out)"]
+
+
+def test_a_fifo_a_huge_and_a_non_utf8_skill_are_skipped_and_nothing_waits(tmp_path: Path) -> None:
+    (tmp_path / "fifo").mkdir()
+    os.mkfifo(tmp_path / "fifo" / "SKILL.md")
+    skill(tmp_path, "huge", GOOD + "x" * 1_000_001)
+    (tmp_path / "latin").mkdir()
+    (tmp_path / "latin" / "SKILL.md").write_bytes(GOOD.replace("style", "Stil ß").encode("latin-1"))
+    found = find_skills([tmp_path], project=tmp_path)
+    assert found.found == [] and [line.split(": ", 1)[1] for line in found.problems] == [
+        "it is not a regular file", "it is over the 1,000,000-byte limit", "it is not UTF-8 text (binary?)"]

@@ -26,6 +26,8 @@ class FrontEnd(BaseModel):
     front_end: str
     version: str = ""
     can_edit: bool = True
+    path: str = ""
+    """The notebook's path relative to the server root ("" from an extension older than 0.1.1)."""
 
     @property
     def label(self) -> str:

@@ -114,6 +114,9 @@ class NotebookBridge:
     answered_session: str | None = None
     """The client session in which the extension last answered a hello."""
     comm: Any = None
+    session: str = ""
+    """The client session the comm was opened for: replies from another client (a second notebook on this kernel
+    sees the comm too) are dropped."""
     loop: asyncio.AbstractEventLoop | None = None
     pending: dict[str, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
 
@@ -145,7 +148,7 @@ class NotebookBridge:
 
         from .cells import FrontEnd  # pydantic, loaded when a notebook tool is first used
 
-        self.loop = asyncio.get_running_loop()
+        self.loop, self.session = asyncio.get_running_loop(), session
         request_id, future = self._expect()
         self.comm = comm.create_comm(target_name=COMM_TARGET, data={"request_id": request_id, "op": "hello"})
         self.comm.on_msg(self._on_msg)
@@ -216,6 +219,8 @@ class NotebookBridge:
         loop; any other is dropped here, at the cost of reading it."""
         data = msg.get("content", {}).get("data")
         request_id = data.get("request_id") if isinstance(data, dict) else None
+        if self.session and msg.get("header", {}).get("session", self.session) != self.session:
+            return  # another notebook's front end on this kernel answering too: not the one asked
         if isinstance(request_id, str) and request_id in self.pending and self.loop is not None:
             self.loop.call_soon_threadsafe(self._settle, data)
 

@@ -294,6 +294,7 @@ class NotebookTools:
         """This run's log of changed cells (made at its first change)."""
         if self.changes is None:
             self.changes = self.log.run(run_id)
+            self.changes.notebook = self.bridge.front_end.path if self.bridge.front_end is not None else ""
             if self.on_change is not None:
                 self.on_change(self.changes)
         return self.changes

@@ -66,6 +66,8 @@ class RunChanges:
 
     run_id: str
     cells: dict[str, CellChange] = field(default_factory=dict)
+    notebook: str = ""
+    """The path of the notebook the run changed, as the extension names it ("" when it did not say)."""
 
     def added(self, cell_id: str, cell_type: str, source: str, call_id: str) -> None:
         self.cells[cell_id] = CellChange(cell_id, cell_type, True, source, call_id=call_id)
@@ -153,6 +155,9 @@ async def undo(shell: Any, run_id: str = "", *, session: str | None = None) -> s
     try:
         if front_end is None:
             return f"cannot undo run {run.run_id} here: {bridge.absent}; {ONLY_WITH_EXTENSION}"
+        if run.notebook and front_end.path and front_end.path != run.notebook:
+            return (f"cannot undo run {run.run_id} from {front_end.path}: it changed {run.notebook} (undo it from "
+                    "there)")
         if not front_end.can_edit:
             return f"cannot undo run {run.run_id}: the notebook is read-only in {front_end.label}"
         reply = await bridge.request("restore", cells=[change.restore() for change in run.cells.values()])
@@ -176,6 +181,11 @@ def _outcome(run: RunChanges, reply: dict[str, Any]) -> str:
                if isinstance(item, dict)}
     gone = [run.cells[cell_id] for cell_id in ids("missing") if cell_id in run.cells and not run.cells[cell_id].added]
     removed, restored = len(ids("removed")), len(ids("restored"))
+    if run.cells and set(ids("missing")) == set(run.cells):
+        # Not one of its cells is here: another notebook's run (a front end that does not name its notebook), or
+        # the user deleted them all. The run stays on the log, undoable where its cells are.
+        return (f"did not undo run {run.run_id}: none of the cells it changed is in this notebook (it changed "
+                "another notebook, or they were deleted)")
     for cell_id in [*ids("removed"), *ids("restored"), *ids("missing")]:
         run.cells.pop(cell_id, None)
     done = [f"removed {removed} added cell{'s' * (removed != 1)}"] if removed else []

@@ -1,0 +1,160 @@
+"""When a tool that touches the kernel may run: between the user's cells, one call at a time.
+
+A tool that reads or changes the notebook's namespace or its cells (``list_variables``, ``inspect_variable``,
+``last_error``, ``run_python``, ``read_notebook``, ``add_cell``, ``edit_cell``, the user's ``@tool`` s unless marked
+``anytime``) must not run in the middle of one of the user's cells, not even at the awaits of a cell that awaits:
+it would see half of what the cell does, or change a variable under it. The kernel's one
+:class:`KernelScheduler` knows whether a cell runs (IPython's ``pre_run_cell`` / ``post_run_cell``), and each run
+or served session asks it for a turn through a :class:`RunTurns`
+(:class:`agentkernel.tools.runner.Turns`):
+
+- a background run's or a served session's call waits until no cell of the user's runs, then runs before the next
+  one (the kernel handles the next ``execute_request`` only when the loop gets to it, after the call has started);
+- a foreground ``%%agent`` run is the running cell's own: its calls do not wait for their own cell;
+- all of them take one lock, so two calls that touch the kernel never run at once.
+
+A cell that waits for agent work (``%agent_wait``) lends the kernel meanwhile (:meth:`KernelScheduler.lent`).
+File tools and MCP tools (``anytime``) run at any time. **Limit**: a cell the user starts while such a call already
+runs in a worker thread (``run_python``'s code, a sync tool) runs beside it: the kernel cannot hold a cell back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..tools import ToolCall
+from .exits import exit_refused
+
+_SCHEDULERS: weakref.WeakKeyDictionary[Any, KernelScheduler] = weakref.WeakKeyDictionary()
+
+
+def scheduler_of(shell: Any) -> KernelScheduler:
+    """The kernel's scheduler, made (and hooked to the shell's cell events) the first time a cell asks for it."""
+    found = _SCHEDULERS.get(shell)
+    if found is None:
+        found = _SCHEDULERS[shell] = KernelScheduler(shell)
+    return found
+
+
+class KernelScheduler:
+    """Whether one of the user's cells runs, and the one turn on the kernel that calls take (see the module).
+
+    Made from inside a cell (a magic asks for it), so that cell counts as running until its ``post_run_cell``.
+    """
+
+    def __init__(self, shell: Any, *, running: bool = True):
+        self.shell = shell
+        self.cell: int | None = self._number() if running else None
+        """The running cell's execution count (None between cells)."""
+        self.lending = 0
+        """Cells that lend the kernel while they wait for agent work (``%agent_wait``)."""
+        self.lock = asyncio.Lock()
+        self.holder = ""
+        """The tool whose call holds the turn ("" while none does)."""
+        self._wake = asyncio.Event()
+        if shell is not None:
+            shell.events.register("pre_run_cell", self._started)
+            shell.events.register("post_run_cell", self._ended)
+
+    def _number(self) -> int | None:
+        count = getattr(self.shell, "execution_count", None)
+        return count - 1 if isinstance(count, int) else 0  # IPython advances the counter as a cell starts
+
+    def _started(self, info: Any) -> None:
+        self.cell = self._number()
+        self._changed()
+
+    def _ended(self, result: Any) -> None:
+        self.cell = None
+        self._changed()
+
+    def _changed(self) -> None:
+        """Wake every waiting call, which looks again."""
+        self._wake.set()
+        self._wake = asyncio.Event()
+
+    @property
+    def cell_runs(self) -> bool:
+        """Whether a cell of the user's runs and holds the kernel (not lending it)."""
+        return self.cell is not None and not self.lending
+
+    @contextlib.contextmanager
+    def lent(self) -> Iterator[None]:
+        """While the running cell only waits for agent work, calls may run at its awaits."""
+        self.lending += 1
+        self._changed()
+        try:
+            yield
+        finally:
+            self.lending -= 1
+            self._changed()
+
+    def close(self) -> None:
+        """Stop following the shell's cells (a test's scheduler; the kernel's lives as long as the kernel)."""
+        if self.shell is not None:
+            for event, callback in (("pre_run_cell", self._started), ("post_run_cell", self._ended)):
+                with contextlib.suppress(ValueError):
+                    self.shell.events.unregister(event, callback)
+        self.cell = None
+        self._changed()
+
+    @contextlib.asynccontextmanager
+    async def turn(self, turns: RunTurns, call: ToolCall) -> AsyncIterator[None]:
+        """Wait until ``turns`` may run a call that touches the kernel, and hold the turn while it runs."""
+        while True:
+            if turns.own_cell or not self.cell_runs:
+                if not self.lock.locked():
+                    await self.lock.acquire()
+                    if turns.own_cell or not self.cell_runs:
+                        break
+                    self.lock.release()  # a cell started while the lock was being taken: wait for it
+            turns.wait(self.why_waiting(turns))
+            try:
+                await self._wake.wait()
+            finally:
+                turns.wait("")
+        self.holder = call.name
+        try:
+            # Between the user's cells, exit() in a tool or the code it runs must not end the kernel (a foreground
+            # run's cell refuses it for the run's length, see exits.py).
+            with contextlib.nullcontext() if turns.own_cell else exit_refused(self.shell):
+                yield
+        finally:
+            self.holder = ""
+            self.lock.release()
+            self._changed()
+
+    def why_waiting(self, turns: RunTurns) -> str:
+        """What a call of ``turns`` waits for, as the panel says it."""
+        if not turns.own_cell and self.cell_runs:
+            return f"waiting for cell [{self.cell}] to finish" if self.cell else "waiting for the cell to finish"
+        return f"waiting for {self.holder} to finish" if self.holder else "waiting for the kernel"
+
+
+@dataclass
+class RunTurns:
+    """One run's or served session's way to the kernel's turn (an :class:`agentkernel.tools.runner.Turns`).
+
+    ``own_cell``: the run is the running cell's own (a foreground ``%%agent``), so its calls do not wait for that
+    cell. ``changed`` is told when a call starts or stops waiting (the panel redraws its status line).
+    """
+
+    scheduler: KernelScheduler
+    own_cell: bool = False
+    changed: Callable[[], None] | None = None
+    waiting: str = ""
+    """What the run's queued call waits for ("" while none waits)."""
+
+    def turn(self, call: ToolCall) -> contextlib.AbstractAsyncContextManager[None]:
+        return self.scheduler.turn(self, call)
+
+    def wait(self, why: str) -> None:
+        if why != self.waiting:
+            self.waiting = why
+            if self.changed is not None:
+                self.changed()

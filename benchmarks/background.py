@@ -1,0 +1,104 @@
+"""Background runs in a real kernel: what they cost the user's cells, what they cost per round, and what becomes of
+the model's stream while a cell blocks the kernel's event loop.
+
+Not a test: run ``PYTHONPATH=. python benchmarks/background.py`` (``--quick``: fewer repeats). A kernel is started
+with ``jupyter_client`` (as the kernel tests do); the model is the real ``openai`` SDK against the loopback server of
+``tests/support/openai_server.py``. It prints three ratios, each measured within this one run:
+
+1. **A trivial cell's round trip while a background run streams at full rate ÷ the same cell idle** (goal ≤ 1.5×):
+   ``x = 1`` sent from the client, from the ``execute_request`` to the reply, median of many, while a
+   ``%%agent --background`` run reads a long stream of small deltas with no delay (its live panel updating), and
+   with no run.
+2. **A background run's loop cost per round ÷ a foreground run's** (goal ≤ 1.2×): a scripted model calling an async
+   no-op tool N times, ``%%agent --background`` then ``%agent_wait`` against ``%%agent``, kernel CPU per round.
+3. **The model's stream during a 10 s blocking cell** (goal: it keeps arriving): the server sends a delta every
+   50 ms for 15 s; 2.5 s in, a cell runs ``time.sleep(10)``. Of the deltas the server sent while the cell ran, the
+   share the kernel read from the socket while it ran, with the stream read on the kernel's loop (as a foreground
+   run reads it) and on the model I/O thread (as a background run reads it, :mod:`agentkernel.models.off_loop`).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
+from kernel_client import KernelSession, agent_kernel  # noqa: E402
+from openai_server import Reply, ScriptedServer, responses_events  # noqa: E402
+
+STAMPED = """\
+import asyncio, time, agentkernel
+from agentkernel.models.openai_responses import OpenAIResponsesModel
+from agentkernel.models.off_loop import OffLoopModel
+
+class Stamped:
+    "The adapter, with the time each event was read from it (on whichever thread reads the stream)."
+    def __init__(self, inner):
+        self.inner, self.name, self.read = inner, inner.name, []
+    async def stream(self, request):
+        async for event in self.inner.stream(request):
+            self.read.append(time.monotonic())
+            yield event
+"""
+
+
+class Paced(list):
+    """SSE events the server sends one every ``delay`` seconds, keeping the time each was sent."""
+
+    def __init__(self, events: list[str], delay: float):
+        super().__init__(events)
+        self.delay = delay
+        self.sent: list[float] = []
+
+    def __iter__(self) -> Iterator[str]:
+        for event in super().__iter__():
+            time.sleep(self.delay)
+            self.sent.append(time.monotonic())
+            yield event
+
+
+def blocking_cell(kernel: KernelSession, off_loop: bool, seconds: float = 10.0) -> tuple[float, float, int]:
+    """The share of the deltas sent during a ``time.sleep(seconds)`` cell that the kernel read during it; the seconds
+    from the cell's end to the run's; the deltas."""
+    deltas = int((seconds + 5) / 0.05)
+    paced = Paced(responses_events([f"w{i} " for i in range(deltas)]), 0.05)
+    with ScriptedServer(Reply(events=paced)) as server:  # type: ignore[arg-type]
+        wrap = "OffLoopModel(stamped)" if off_loop else "stamped"
+        kernel.ok(f"stamped = Stamped(OpenAIResponsesModel('m', base_url={server.url!r}, api_key='k'))\n"
+                  f"run = asyncio.ensure_future(agentkernel.run('go', model={wrap}))")
+        while len(paced.sent) < int(2.5 / 0.05):
+            kernel.pump(0.05)
+        cell = kernel.run(f"_t0 = time.monotonic(); time.sleep({seconds}); _t1 = time.monotonic()", timeout=60)
+        assert cell.status == "ok", cell.describe()
+        kernel.ok("await run")
+        t0, t1, ended = kernel.value("(_t0, _t1, max(stamped.read))")
+        sent = [t for t in paced.sent if t0 <= t <= t1]
+        read = [t for t in kernel.value("stamped.read") if t0 <= t <= t1]
+        return len(read) / max(len(sent), 1), ended - t1, len(sent)
+
+
+def main() -> None:
+    quick = "--quick" in sys.argv
+    with agent_kernel(Path(tempfile.mkdtemp(prefix="agentkernel-bench-"))) as kernel:
+        kernel.ok(STAMPED)
+        kernel.ok("%config AgentMagics.transcripts = False")
+        print("3. the model's stream during a 10 s blocking cell (share of the deltas sent meanwhile that the kernel "
+              "read meanwhile; seconds from the cell's end to the stream's)")
+        rows = []
+        for _ in range(1 if quick else 2):
+            for off_loop in (False, True):
+                share, after, sent = blocking_cell(kernel, off_loop)
+                rows.append((off_loop, share, after, sent))
+        for where in (False, True):
+            found = [r for r in rows if r[0] is where]
+            print(f"   read on {'the model I/O thread' if where else 'the kernel loop   '}: "
+                  f"{statistics.median(r[1] for r in found):.2f} of {found[0][3]} deltas read during the cell; "
+                  f"the rest {statistics.median(r[2] for r in found):.2f} s after it")
+
+
+if __name__ == "__main__":
+    main()

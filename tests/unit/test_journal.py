@@ -1,0 +1,292 @@
+"""The namespace journal (agentkernel/journal.py): random runs of bind / rebind / delete / in-place changes on lists,
+dicts, sets, DataFrames and arrays over several calls, then undo, give back the namespace from before the run (the
+same objects, their old contents), except the names the user changed since, which are left and named; and the
+budget, the uncopyable, the code that reaches names dynamically, the notebook's functions that reach globals. The
+kernel-level twin is tests/kernel/test_undo_namespace.py."""
+
+from __future__ import annotations
+
+import copy
+import io
+import threading
+import warnings
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentkernel.journal import MISSING, Journal, Journals, estimate_size, fingerprint, reach
+
+warnings.filterwarnings("ignore", message=".*inplace keyword.*")
+
+KINDS = ["list", "dict", "set", "frame", "array", "int"]
+
+
+def make(kind: str, seed: int) -> Any:
+    if kind == "list":
+        return [seed, [seed + 1], "x"]
+    if kind == "dict":
+        return {"k": seed, "nested": [seed]}
+    if kind == "set":
+        return {seed, seed + 1}
+    if kind == "frame":
+        return pd.DataFrame({"a": [seed, seed + 1, seed + 2], "b": [0.5, np.nan, 2.0]})
+    if kind == "array":
+        return np.arange(seed, seed + 6, dtype=float)
+    return seed
+
+
+IN_PLACE = {
+    list: ["{n}.append({i})", "{n}[-1].append({i}) if {n} and isinstance({n}[-1], list) else {n}.append(0)",
+           "{n}.clear()",
+           "{n}.reverse()"],
+    dict: ["{n}['k'] = {i}", "{n}.pop('k', None)", "{n}['nested'] = {n}.get('nested', []) + [{i}]", "{n}.clear()"],
+    set: ["{n}.add({i})", "{n}.discard(min({n}, default=0))", "{n}.clear()"],
+    pd.DataFrame: ["{n}['c'] = {i}", "{n}.drop(columns=[{n}.columns[0]], inplace=True)",
+                   "{n}.iloc[0, 0] = {i}", "{n}.rename(columns=str.upper, inplace=True)",
+                   "{n}.sort_values({n}.columns[0], ascending=False, inplace=True)" ],
+    np.ndarray: ["{n}[0] = {i}", "{n} += 1", "{n}[:] = 0", "{n}.sort()"],
+}
+
+
+USER_CHANGES = {
+    list: lambda v: v.append("user"),
+    dict: lambda v: v.__setitem__("user", 1),
+    set: lambda v: v.add("user"),
+    pd.DataFrame: lambda v: v.__setitem__("user", 1),
+    np.ndarray: lambda v: v.__setitem__(..., -7.5),
+}
+"""What the user does to a variable in place after the run."""
+
+
+def equal(a: Any, b: Any) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, pd.DataFrame):
+        return a.equals(b) and list(a.columns) == list(b.columns) and list(a.index) == list(b.index)
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
+    return bool(a == b)
+
+
+def run_code(journal: Journal, namespace: dict[str, Any], code: str) -> None:
+    call = journal.before(namespace, code)
+    exec(code, namespace)
+    journal.after_call(namespace, call)
+
+
+def user_names(namespace: dict[str, Any]) -> list[str]:
+    return sorted(name for name in namespace if not name.startswith("_") and name not in ("np", "pd"))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_undo_gives_back_the_namespace_from_before_the_run_except_what_the_user_changed_since(data: Any) -> None:
+    kinds = data.draw(st.lists(st.sampled_from(KINDS), min_size=1, max_size=5))
+    namespace: dict[str, Any] = {"__name__": "__main__", "np": np, "pd": pd}
+    for i, kind in enumerate(kinds):
+        namespace[f"v{i}"] = make(kind, i)
+    before = {name: namespace[name] for name in user_names(namespace)}
+    contents = {name: copy.deepcopy(value) for name, value in before.items()}
+    journal = Journals().run("run")
+    counter = 100
+    for _ in range(data.draw(st.integers(1, 4), label="calls")):
+        lines = []
+        # a copy to pick names that exist when each line runs
+        scratch = {name: value if name in ("np", "pd") else copy.deepcopy(value) for name, value in namespace.items()
+                   if not name.startswith("_")}
+        for _ in range(data.draw(st.integers(1, 4), label="lines")):
+            counter += 1
+            names = user_names(scratch)
+            action = data.draw(st.sampled_from(["bind", "rebind", "delete", "in place", "in place"]) if names
+                               else st.just("bind"))
+            if action == "bind":
+                line = f"n{counter} = {data.draw(st.sampled_from(['[1]', '{1: 2}', '{3}', 'np.ones(2)', '7']))}"
+            else:
+                name = data.draw(st.sampled_from(names))
+                ops = IN_PLACE.get(type(scratch[name]))
+                if action == "rebind":
+                    line = f"{name} = {data.draw(st.sampled_from(['[0]', name + ' * 1 if False else 5', 'None']))}"
+                elif action == "delete":
+                    line = f"del {name}"
+                elif ops is not None and not (isinstance(scratch[name], pd.DataFrame) and scratch[name].shape[1] < 2):
+                    line = data.draw(st.sampled_from(ops)).format(n=name, i=counter)
+                else:
+                    continue
+            exec(line, scratch)
+            lines.append(line)
+        if lines:
+            run_code(journal, namespace, "\n".join(lines))
+    changed_by_run = set(journal.bindings) | set(journal.after)
+    user_changes = data.draw(st.lists(st.sampled_from(sorted(changed_by_run)), unique=True) if changed_by_run
+                             else st.just([]), label="user changes")
+    shared = {id(v) for name, v in namespace.items() for other, w in namespace.items() if other != name and v is w}
+    mine: dict[str, Any] = {}
+    for name in user_changes:
+        value = namespace.get(name, MISSING)
+        change = USER_CHANGES.get(type(value))
+        if change is not None and id(value) not in shared and data.draw(st.booleans(), label="in place"):
+            change(value)
+        else:
+            namespace[name] = "user"
+        mine[name] = copy.deepcopy(namespace[name])
+
+    outcome = journal.undo(namespace)
+
+    assert set(outcome.left) == set(mine), outcome.line()
+    for name in mine:
+        assert equal(namespace[name], mine[name])
+    for name in user_names(namespace):
+        assert name in before or name in mine, f"{name} made by the run is still there: {outcome.line()}"
+    for name, value in before.items():
+        if name in mine:
+            continue
+        assert name in namespace, f"{name} is gone: {outcome.line()}"
+        assert namespace[name] is value, f"{name} is not the same object: {outcome.line()}"
+        assert equal(value, contents[name]), f"{name}: {value!r} != {contents[name]!r}: {outcome.line()}"
+    assert not outcome.lost
+
+
+def test_a_name_left_because_the_user_changed_it_is_taken_back_once_it_is_as_the_run_left_it() -> None:
+    namespace: dict[str, Any] = {"df": pd.DataFrame({"a": [1, 2]})}
+    original = namespace["df"]
+    journal = Journals().run("r")
+    run_code(journal, namespace, "df = df[df.a > 1]")
+    left_by_run = namespace["df"]
+    namespace["df"] = "mine"
+    outcome = journal.undo(namespace)
+    assert outcome.left == ["df"] and namespace["df"] == "mine"
+    assert "left as they are, changed since the run: df" in outcome.line()
+    namespace["df"] = left_by_run
+    outcome = journal.undo(namespace)
+    assert namespace["df"] is original and outcome.restored == ["df (rebound)"] and not outcome.left
+
+
+def test_an_object_changed_in_place_is_restored_in_place_for_every_name_that_holds_it() -> None:
+    frame = pd.DataFrame({"a": [1, 2, 3], "b": [4, 5, 6]})
+    namespace: dict[str, Any] = {"df": frame, "cache": {"df": frame}}
+    journal = Journals().run("r")
+    run_code(journal, namespace, "df.drop(columns=['b'], inplace=True)\ndf['c'] = df.a * 2")
+    assert list(namespace["cache"]["df"].columns) == ["a", "c"]
+    outcome = journal.undo(namespace)
+    assert namespace["df"] is frame and list(frame.columns) == ["a", "b"] and namespace["cache"]["df"] is frame
+    assert outcome.restored == ["df (contents)"]
+
+
+def test_the_call_reports_what_it_changed_in_namespace_order() -> None:
+    namespace: dict[str, Any] = {"df": pd.DataFrame({"a": [1]}), "model": object(), "keep": [1]}
+    journal = Journals().run("r")
+    call = journal.before(namespace, "df['b'] = 2\nmodel = 'fitted'\ntmp = [keep[0]]")
+    exec("df['b'] = 2\nmodel = 'fitted'\ntmp = [keep[0]]", namespace)
+    assert [str(c) for c in journal.after_call(namespace, call)] == ["df (in place)", "model (rebound)", "tmp (new)"]
+    assert id(namespace["keep"]) not in journal.saved  # read, not changed: its copy is not kept
+
+
+def test_an_object_the_code_never_names_is_never_copied_nor_sized() -> None:
+    class Untouchable(list):
+        def __deepcopy__(self, memo: Any) -> Any:
+            raise AssertionError("copied")
+
+        def __sizeof__(self) -> int:
+            raise AssertionError("sized")
+
+    namespace: dict[str, Any] = {"big": Untouchable([1]), "small": [1]}
+    journal = Journals().run("r")
+    call = journal.before(namespace, "small.append(2)")
+    assert list(call.copies) == [id(namespace["small"])]
+
+
+def test_over_the_budget_and_uncopyable_objects_are_named_and_their_bindings_still_restored() -> None:
+    big = np.zeros(2**20)  # 8 MB
+    handle = io.StringIO("text")
+    namespace: dict[str, Any] = {"big": big, "f": handle, "lock": threading.Lock(), "small": [1]}
+    journal = Journals(budget=2**20).run("r")
+    run_code(journal, namespace, "big[0] = 1\nf.write('x')\nsmall.append(2)\nbig2 = big\nbig = None\n"
+                                 "lock.acquire(); lock.release()")
+    outcome = journal.undo(namespace)
+    assert namespace["big"] is big and "big2" not in namespace and namespace["small"] == [1]
+    assert big[0] == 1  # not copied: the change stays
+    line = outcome.line()
+    assert "big (8 MB, over the 1 MB budget: not copied)" in line
+    assert "f (an open file or stream: not copied)" in line and "lock (a lock: not copied)" in line
+
+
+def test_the_budget_is_shared_by_the_runs_and_a_new_run_drops_the_oldest_copies() -> None:
+    journals = Journals(budget=3 * 8 * 2**17)  # room for three 1 MB arrays
+    namespace: dict[str, Any] = {f"a{i}": np.zeros(2**17) for i in range(4)}
+    first = journals.run("first")
+    run_code(first, namespace, "a0[0] = 1\na1[0] = 1")
+    second = journals.run("second")
+    run_code(second, namespace, "a2[0] = 1\na3[0] = 1")
+    assert journals.room() >= 0
+    assert second.undo(namespace).line() == "restored 2 variables: a2 (contents), a3 (contents)"
+    outcome = first.undo(namespace)
+    assert outcome.lost and "dropped to make room" in outcome.line()
+
+
+def test_dynamic_code_journals_every_binding() -> None:
+    namespace: dict[str, Any] = {"a": 1, "b": [1]}
+    journal = Journals().run("r")
+    run_code(journal, namespace, "globals()['c'] = 3\nexec('a = 2')\ndel globals()['b']")
+    assert journal.dynamic
+    outcome = journal.undo(namespace)
+    assert namespace == {"a": 1, "b": [1]}
+    assert sorted(outcome.restored) == ["__builtins__ (removed)", "a (rebound)", "b (brought back)", "c (removed)"]
+
+
+def test_the_notebooks_functions_reach_what_they_use() -> None:
+    namespace: dict[str, Any] = {"__name__": "__main__", "data": [1], "config": {"k": 1}}
+    exec("def grow():\n    data.append(2)\n\ndef reset():\n    global config\n    config = {}\n\n"
+         "class Model:\n    def fit(self):\n        data.append(3)\n\nm = Model()", namespace)
+    journal = Journals().run("r")
+    run_code(journal, namespace, "grow()\nreset()\nm.fit()")
+    outcome = journal.undo(namespace)
+    assert namespace["data"] == [1] and namespace["config"] == {"k": 1}, outcome.line()
+
+
+def test_changes_by_someone_else_between_two_calls_are_left() -> None:
+    namespace: dict[str, Any] = {"rows": [1]}
+    journal = Journals().run("served session")
+    run_code(journal, namespace, "rows.append(2)")
+    namespace["rows"].append("user")  # between two calls of a served session
+    run_code(journal, namespace, "rows.append(3)")
+    outcome = journal.undo(namespace)
+    assert outcome.left == ["rows"] and namespace["rows"] == [1, 2, "user", 3]
+
+
+@pytest.mark.parametrize(("source", "names", "dynamic"), [
+    ("x = [y for z in w]", {"x", "y", "z", "w"}, ""),
+    ("f'{a.b[c]}'", {"a", "c"}, ""),
+    ("def f():\n    global g\n    g = h", {"f", "g", "h"}, ""),
+    ("import numpy as np\nfrom os import path as p", {"np", "numpy", "p"}, ""),
+    ("try:\n    pass\nexcept E as e:\n    del d", {"E", "e", "d"}, ""),
+    ("match v:\n    case {'k': k, **rest}:\n        pass\n    case [*tail]:\n        pass",
+     {"v", "k", "rest", "tail"}, ""),
+    ("n += 1\n(w := 2)", {"n", "w"}, ""),
+    ("get_ipython().run_line_magic('time', 'x = 1')", {"get_ipython"}, "get_ipython()"),
+    ("from os import *", set(), "from ... import *"),
+    ("import sys\nsys.modules['__main__'].x = 1", {"sys"}, "sys.modules"),
+    ("vars()['x'] = 1", {"vars"}, "vars()"),
+    ("this is not python", set(), ""),
+])
+def test_reach_reads_every_road_to_a_name(source: str, names: set[str], dynamic: str) -> None:
+    found = reach(source)
+    assert names <= found.names and found.dynamic == dynamic
+
+
+def test_sizes_are_estimated_without_visiting_all_of_a_large_container() -> None:
+    assert estimate_size(np.zeros(1000)) >= 8000
+    assert 8 * 10**6 <= estimate_size([0.5 + i for i in range(10**6)]) <= 40 * 10**6
+    assert estimate_size(pd.DataFrame({"a": np.zeros(1000)})) >= 8000
+
+
+def test_fingerprints_see_changes_and_only_changes() -> None:
+    frame = pd.DataFrame({"a": [1.0, np.nan]})
+    same = fingerprint(frame)
+    assert fingerprint(frame) == same
+    frame.iloc[0, 0] = 2.0
+    assert fingerprint(frame) != same
+    assert fingerprint(threading.Lock()) is None
