@@ -149,3 +149,29 @@ def test_whatever_the_cell_asks_the_run_stays_within_the_ceilings(tmp_path_facto
     else:
         assert 0 < applied.max_cost <= ceiling and applied.max_seconds == seconds
         assert applied.max_cost == (value or ceiling)
+
+
+# -- the option values checked before a run (issue 40) -------------------------------------------------------------
+
+@given(value=st.floats(allow_nan=True, allow_infinity=True) | st.integers(-10**15, 10**15))
+def test_the_command_line_and_the_plan_agree_on_every_number(value):
+    """A number the command line takes is one the plan takes (from %config) and the reverse; a refusal is one line
+    naming the value."""
+    import argparse
+    import math
+
+    from agentkernel.jupyter.options import CONVERTERS, MAX_NUMBER, check
+
+    try:
+        CONVERTERS[float](repr(value))
+        parsed = True
+    except argparse.ArgumentTypeError as e:
+        assert "\n" not in str(e) and repr(value) in str(e)
+        parsed = False
+    try:
+        check(replace(AgentOptions(), max_seconds=value))
+        planned = True
+    except AgentConfigError as e:
+        assert str(e).startswith("--max-seconds: must be ") and "\n" not in str(e)
+        planned = False
+    assert parsed is planned is (math.isfinite(value) and 0 <= value <= MAX_NUMBER)
