@@ -419,8 +419,10 @@ def finish(state: KernelState, run: CellRun) -> None:
     display(record_bundle(result, run.panel.timeline), raw=True)
     if run.footer:
         print(f"agentkernel: {run.footer}")
-    if run.notebook.changes is not None and run.notebook.changes.cells:  # the extension's Undo button
-        display(run.notebook.changes.output(), raw=True)
+    from .kernel.undo import record_output
+
+    if (button := record_output(state.shell, run.loop.run_id, run.notebook.changes)) is not None:
+        display(button, raw=True)  # the extension's Undo button: the run's cells and variables
     end_panel(run)
     # ONE next input (a front end shows one): the cells add_cell queued where no extension answers, and the code
     # --cells could not write as cells

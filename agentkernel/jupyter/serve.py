@@ -126,6 +126,8 @@ class ServeSession:
     started: float = field(default_factory=time.time)
     shown: Any = None
     """The serving cell's display of the panel (a ``DisplayHandle``), while the session lasts."""
+    shell: Any = None
+    """The kernel's shell (None outside one)."""
 
     @contextlib.contextmanager
     def lend(self) -> Iterator[None]:
@@ -213,7 +215,7 @@ class KernelServing:
         await server.start()
         if tracing_wanted(plan.options.tracing):  # (once the server is up: a session that never served is no tree)
             session.listeners.append(SessionSpans(session.session_id, [t.name for t in session.tools]))
-        served = ServeSession(server, panel, str(path) if path else None)
+        served = ServeSession(server, panel, str(path) if path else None, shell=shell)
         session.on_end = lambda why: self._ended(served, why)
         panel.connect(server)
         self.current = served
@@ -235,7 +237,14 @@ class KernelServing:
         await served.server.stop()
         served.close_view()
         n = len(served.calls)
-        return f"the session has ended after {n} call{'s' * (n != 1)}"
+        said = f"the session has ended after {n} call{'s' * (n != 1)}"
+        if served.shell is not None:
+            from .kernel.undo import journals_of
+
+            journal = journals_of(served.shell).runs.get(served.server.session.session_id)
+            if journal is not None and journal.names:
+                said += f"; %agent_undo {journal.run_id} takes back what its calls did to the variables"
+        return said
 
 
 def port_option(line: str) -> tuple[int, str]:
