@@ -29,6 +29,7 @@ from time import time_ns
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from .descriptors import process_log
 from .endings import Trip
 from .events import (
     ContextCompacted,
@@ -53,7 +54,8 @@ SEMCONV = "1.44"
 ``opentelemetry-semantic-conventions`` 0.66b2 holds them; the GenAI conventions are still marked in development)."""
 CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 GUARDS = ("repeated_tool_call", "no_progress", "tool_failure", "context_overflow")
-BUDGETS = ("hit_iteration_cap", "hit_token_cap", "hit_wall_clock", "hit_tool_call_cap", "hit_cost_cap")
+BUDGETS = ("hit_iteration_cap", "hit_token_cap", "hit_wall_clock", "hit_tool_call_cap", "hit_cost_cap",
+           "gateway_budget")
 MAX_CONTENT = 8192
 """Characters of one content attribute (a tool's output can be 50,000)."""
 
@@ -152,7 +154,8 @@ def _leave(exporters: list[_Watched]) -> None:
 class _Trouble(logging.Handler):
     """What OpenTelemetry logs while it exports (a receiver down, refusing, or slow): its export thread logs it, and
     in a kernel the standard handling would print it into whatever cell runs next. It goes to the process's own
-    stderr instead (a kernel's: the Jupyter server's log), redacted, and the first since a run last asked is kept for
+    stderr instead (:func:`~agentkernel.descriptors.process_log`: a kernel's terminal or the Jupyter server's log,
+    the descriptor ipykernel keeps, never a cell), redacted, and the first since a run last asked is kept for
     the next run to say in one line (:func:`export_trouble`): it names the cause, the later ones say the retries
     failed."""
 
@@ -167,8 +170,8 @@ class _Trouble(logging.Handler):
         self.retrying = self.retrying or "retrying" in text
         if self.first is None and "export" in text.lower():  # (not the SDK's other warnings)
             self.first = text
-        stream = sys.__stderr__ or sys.stderr
         try:
+            stream = process_log("stderr")
             stream.write(f"{record.name}: {text}\n")
             stream.flush()
         except (OSError, ValueError):  # a closed stderr: the next run still says it
@@ -196,7 +199,7 @@ def _exporter(name: str) -> Any:
     if name == "console":
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-        return ConsoleSpanExporter(out=sys.__stdout__ or sys.stdout)  # the process's: a kernel's cells are not
+        return ConsoleSpanExporter(out=process_log("stdout"))  # the process's own: never a cell
     if name in ("otlp", ""):
         with needs("opentelemetry"):
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter

@@ -258,7 +258,7 @@ def test_changes_by_someone_else_between_two_calls_are_left() -> None:
 
 
 @pytest.mark.parametrize(("source", "names", "dynamic"), [
-    ("x = [y for z in w]", {"x", "y", "z", "w"}, ""),
+    ("x = [y for z in w]", {"x", "y", "w"}, ""),  # z is the comprehension's own
     ("f'{a.b[c]}'", {"a", "c"}, ""),
     ("def f():\n    global g\n    g = h", {"f", "g", "h"}, ""),
     ("import numpy as np\nfrom os import path as p", {"np", "numpy", "p"}, ""),
