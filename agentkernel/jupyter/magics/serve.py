@@ -56,6 +56,7 @@ class ServeMagics(StateMagics):
         except UsageError as e:
             raise UsageError(f"%agent_serve: {e} (%%agent? lists the options)") from None
         plan = RunPlan.of(options)
+        plan.policy.check_serve()
         KERNEL.configure(keys=plan.keys(None), env_names=options.secret_env)
         state.note_short(options.secret_env)
         tools = run_tools(state, plan, model_images=True)
