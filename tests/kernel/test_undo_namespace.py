@@ -153,7 +153,8 @@ def test_the_record_offers_the_undo_and_an_unawaited_undo_takes_back_the_variabl
 def test_what_code_that_failed_or_was_stopped_had_changed_is_taken_back(kernel: KernelSession):
     kernel.ok(DATA)
     run(kernel, ["df.drop(columns=['wind'], inplace=True)\nmodel = 'half'\nraise ValueError('midway')",
-                 "import time\nrows.append(9)\ntime.sleep(0.05)\nwhile True:\n    pass"], timeout_option="--max-seconds 3")
+                 "import time\nrows.append(9)\ntime.sleep(0.05)\nwhile True:\n    pass"],
+        timeout_option="--max-seconds 3")
     said = undo(kernel)
     assert "df (contents)" in said and "model (rebound)" in said and "rows (contents)" in said, said
     assert kernel.value("[list(df.columns), model, rows]") == [["city", "rain", "wind"], "untrained", [1, [2]]]
