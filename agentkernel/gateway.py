@@ -104,25 +104,20 @@ def read_key_budget(base_url: str, key: str, timeout: float = INFO_SECONDS) -> K
     return parse_key_info(data)
 
 
-async def key_budget(base_url: str, key: str) -> KeyBudget | None:
-    """:func:`read_key_budget` off the event loop."""
-    return await asyncio.to_thread(read_key_budget, base_url, key)
-
-
 _NO_GATEWAY: set[str] = set()
 """Base URLs that answered ``/key/info`` with no budget: not asked again in this process."""
 
 
 @dataclass(frozen=True)
 class RunBudget:
-    """A run's gateway key budget: read once before the run (:meth:`of`) and once after it (:meth:`after`)."""
+    """A run's gateway key budget: read once before the run (:meth:`read`) and once after it (:meth:`after`)."""
 
     url: str
     key: str
     before: KeyBudget
 
     @classmethod
-    async def of(cls, model: object) -> RunBudget | None:
+    def read(cls, model: object) -> RunBudget | None:
         """The budget of the key ``model`` sends to its base URL, when that URL is a gateway that tells it (an
         OpenAI-compatible adapter with a key, see ``gateway()``); AgentConfigError when the key's budget is spent,
         so that the run is refused before any request."""
@@ -131,7 +126,7 @@ class RunBudget:
         if found is None or found[0] in _NO_GATEWAY:
             return None
         url, key = found
-        budget = await key_budget(url, key)
+        budget = read_key_budget(url, key)
         if budget is None:
             _NO_GATEWAY.add(url)
             return None
@@ -148,8 +143,12 @@ class RunBudget:
         return replace(limits, max_cost=left)
 
     async def after(self) -> str:
+        """:meth:`after_line` off the event loop."""
+        return await asyncio.to_thread(self.after_line)
+
+    def after_line(self) -> str:
         """The line the record ends with: the key's spend after the run, and this run's part of it."""
-        now = await key_budget(self.url, self.key)
+        now = read_key_budget(self.url, self.key)
         if now is None:
             return f"{self.before.line()} before this run; the gateway did not say after it"
         return f"{now.line()}; this run: {dollars(max(0.0, now.spend - self.before.spend))}"

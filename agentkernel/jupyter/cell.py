@@ -120,7 +120,10 @@ def run_blocking(state: KernelState, line: str, cell: str | None) -> None:
         if setup.tools.mcp.wanted:
             raise AgentConfigError("MCP servers run on the kernel's event loop, so a cell that uses them must be "
                                    "awaited: turn %autoawait on (the default in a notebook)")
+        budget = gateway_budget(setup)
         run = launch(state, setup)
+        if budget is not None:
+            run.budget, run.panel.note = budget, budget.before.line()
     context = contextvars.copy_context()  # so the worker thread's output lands in this cell
     done = threading.Event()
     failure: list[BaseException] = []
@@ -144,6 +147,8 @@ def run_blocking(state: KernelState, line: str, cell: str | None) -> None:
     if failure:
         end_panel(run)
         raise failure[0]
+    if run.budget is not None:
+        run.footer = run.budget.after_line()
     finish(state, run)
 
 
@@ -155,7 +160,7 @@ async def start(state: KernelState, line: str, cell: str | None) -> CellRun:
         setup = prepare(state, options, prompt)
         await setup.tools.start()
         await brief(setup)
-        budget = await gateway_budget(setup)
+        budget = await asyncio.to_thread(gateway_budget, setup)
         run = launch(state, setup)
         if budget is not None:
             run.budget, run.panel.note = budget, budget.before.line()
@@ -286,14 +291,14 @@ def run_tools(state: KernelState, plan: RunPlan, model_images: bool, live: bool 
     return plan.tools(state.user_ns, kernel, notebook, state.mcp_servers, model_images=model_images)
 
 
-async def gateway_budget(setup: CellSetup) -> RunBudget | None:
+def gateway_budget(setup: CellSetup) -> RunBudget | None:
     """The gateway key's budget (read once before the run), the run's ``max_cost`` capped by what it has left when
     the model's price is known (else the gateway holds its budget alone); None when the model's server is no gateway
     that tells it (:mod:`agentkernel.gateway`)."""
     from ..gateway import RunBudget
     from ..pricing import price_for
 
-    budget = await RunBudget.of(setup.model)
+    budget = RunBudget.read(setup.model)
     if budget is not None and price_for(setup.model, setup.plan.price) is not None:
         setup.plan.limits = budget.cap(setup.plan.limits)
     return budget

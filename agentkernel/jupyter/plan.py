@@ -131,6 +131,12 @@ class RunPlan:
 
             writable("--record", options.record)
             model = RecordingModel(model, options.record)
+        if (rule := self.policy.ceiling("max_cost")) is not None and not options.replay:
+            from ..pricing import PRICE_FORMAT, price_for
+
+            if price_for(model, self.price) is None:
+                raise self.policy.refused("max_cost", rule, f"a run of the model {model.name!r}, whose price is not "
+                                          f"known, so its cost cannot be held (give --price {PRICE_FORMAT})")
         return model
 
     def keys(self, model: Model | None) -> dict[str, str]:

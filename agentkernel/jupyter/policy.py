@@ -120,7 +120,7 @@ class Policy:
             value = getattr(options, key)
             if value > rule.value:
                 raise self.refused(key, rule, f"{flag} {value:g} (from the cell or %config AgentMagics.{key})")
-            if not value:
+            if not value and not (key == "max_cost" and options.replay):  # a replay sends nothing, costs nothing
                 changes[key] = rule.value
         if (rule := self.ceiling("allow_writes")) is not None and not rule.value and options.allow_writes:
             raise self.refused("allow_writes", rule, "--allow-writes (calls with side effects ask for approval)")

@@ -99,6 +99,9 @@ def test_a_cost_above_the_ceiling_is_refused_from_the_cell_and_from_config(kerne
             kernel.ok("%config AgentMagics.max_cost = 0.0")
         assert "--max-seconds 61" in refusal(kernel.run(f"%%agent --api chat --base-url {server.url} -m small "
                                                         "--max-seconds 61\nhello"))
+        unpriced = refusal(kernel.run(f"%%agent --api chat --base-url {server.url} -m small\nhello"))
+        assert unpriced.startswith("a run of the model 'small', whose price is not known, so its cost cannot be held "
+                                   "(give --price IN,OUT") and unpriced.endswith(f"(max_cost = 0.5 in {file})")
         assert server.requests == []
         kernel.ok(f"%%agent --api chat --base-url {server.url} -m small --max-cost 0.25 --max-seconds 30 "
                   "--price 0.1,0.1\nhello")
@@ -180,3 +183,16 @@ def test_the_key_budget_caps_the_runs_cost(kernel: KernelSession):
         assert cell.status == "ok", cell.describe()
         assert any("cost" in json.dumps(m["content"]) and '"max": 0.25' in json.dumps(m["content"])
                    for m in cell.messages), "the cost bar's budget is what the key has left"
+
+
+def test_a_blocking_cell_shows_the_gateway_budget_too(kernel: KernelSession):
+    with GatewayServer(STUDENT_KEY, Reply(chat_events(["fine"])), max_budget=1.0, cost=0.1) as gateway:
+        kernel.ok(f"os.environ['OPENAI_API_KEY'] = {STUDENT_KEY!r}; os.environ['OPENAI_BASE_URL'] = {gateway.url!r}")
+        kernel.ok("%autoawait off")
+        try:
+            cell = kernel.run("%%agent --api chat -m gpt-4.1-mini\nhello", timeout=60)
+        finally:
+            kernel.ok("%autoawait on")
+        assert cell.status == "ok", cell.describe()
+        assert "the gateway key has spent $0.1000 of $1.0000 ($0.9000 left); this run: $0.1000" in cell.stdout
+        assert gateway.info_requests == 2

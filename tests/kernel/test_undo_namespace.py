@@ -69,7 +69,7 @@ def undo(kernel: KernelSession, line: str = "", *, console: bool = False) -> str
 
 
 def record_text(cell: Cell) -> str:
-    return "\n".join(str(bundle.get("text/markdown", "")) + str(bundle.get("text/plain", ""))
+    return "\n".join(str(bundle.get("text/html", "")) + str(bundle.get("text/plain", ""))
                      for bundle in cell.displays)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 
 import pytest
 from gateway_server import GatewayServer, budget_body
@@ -49,6 +50,46 @@ def test_a_server_that_is_no_gateway_has_no_key_budget():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     assert read_key_budget(f"http://127.0.0.1:{port}/v1", TEST_KEY, timeout=2) is None
+
+
+def test_a_gateway_that_never_answers_costs_its_timeout_and_no_budget():
+    with socket.socket() as listener:  # accepts the connection (the kernel's backlog) and never answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+        started = time.monotonic()
+        assert read_key_budget(url, TEST_KEY, timeout=0.5) is None
+        assert time.monotonic() - started < 5
+
+
+def test_the_run_budget_caps_the_cost_and_refuses_a_spent_key():
+    from agentkernel.errors import AgentConfigError
+    from agentkernel.gateway import RunBudget
+    from agentkernel.usage import Limits
+
+    with GatewayServer(TEST_KEY, max_budget=1.0, cost=0.1, spend=0.75) as gateway:
+        model = OpenAIChatModel("gpt-4.1-mini", base_url=gateway.url, api_key=TEST_KEY)
+        budget = RunBudget.read(model)
+        assert budget is not None and budget.before.left == 0.25
+        assert budget.cap(Limits()).max_cost == 0.25 and budget.cap(Limits(max_cost=0.1)).max_cost == 0.1
+        assert budget.cap(Limits(max_cost=3.0)).max_cost == 0.25
+        gateway.spend = 1.25
+        assert budget.after_line() == ("the gateway key has spent $1.2500 of $1.0000 ($0.0000 left); this run: "
+                                       "$0.5000")
+        with pytest.raises(AgentConfigError, match=r"^GATEWAY_BUDGET: the gateway key has spent \$1.2500 of "):
+            RunBudget.read(model)
+    class Counting(ScriptedServer):
+        gets = 0
+
+        def get(self, path: str):
+            self.gets += 1
+            return super().get(path)
+
+    with Counting() as server:  # no gateway: asked once, then left alone
+        model = OpenAIChatModel("gpt-4.1-mini", base_url=server.url, api_key=TEST_KEY)
+        assert RunBudget.read(model) is None and RunBudget.read(model) is None
+        assert server.gets == 1
+    assert RunBudget.read(OpenAIChatModel("gpt-4.1-mini", api_key=TEST_KEY)) is None  # the OpenAI API itself
 
 
 json_values = st.recursive(st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=5),
