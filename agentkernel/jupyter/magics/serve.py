@@ -64,7 +64,7 @@ class ServeMagics(StateMagics):
         served = await state.serving.start(plan, tools, port=port, nobody=nobody, shell=state.shell)
         state.user_ns["_agent_serve"] = served
         bundle = served.panel.view._repr_mimebundle_()
-        bundle["text/plain"] = SERVE_TEXT  # fixed, and without the token: the snippets live in widget state
+        bundle["text/plain"] = SERVE_TEXT  # fixed (the snippets hold no token: they read it from a file)
         served.shown = display(bundle, raw=True, display_id=True)
         if nobody:
             print(f"agentkernel: side-effecting calls are denied at once ({nobody}); --allow-writes runs them")
