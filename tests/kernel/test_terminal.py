@@ -175,6 +175,17 @@ def test_invisible_characters_are_shown_and_counted_before_the_question(terminal
     assert terminal.value("x") == "1"  # what ran is the model's code itself
 
 
+def test_agent_undo_takes_back_the_variables_in_terminal_ipython(terminal: Terminal):
+    terminal.cell("rows = [1]; m = ScriptedModel([Call('run_python', {'code': 'rows.append(2); made = 1'}), 'done'])")
+    terminal.child.sendline("%%agent -m m --allow-writes")
+    for line in ("go", ""):
+        terminal.child.sendline(line)
+    assert "rows (in place), made (new)" in terminal.prompt()
+    said = terminal.cell("%agent_undo")
+    assert "undid run" in said and "restored 2 variables: rows (contents), made (removed)" in said, said
+    assert terminal.value("[rows, 'made' in dir()]") == "[[1], False]"
+
+
 def test_agent_serve_says_it_needs_a_jupyter_kernel(terminal: Terminal):
     shown = terminal.cell("%agent_serve")
     assert "UsageError" in shown and "%agent_serve needs a Jupyter kernel" in shown, shown
