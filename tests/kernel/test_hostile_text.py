@@ -1,4 +1,4 @@
-"""Model and tool text is data, never markup (issue 36), in a real kernel: a run whose streamed text, answer, tool
+"""Model and tool text is data, never markup, in a real kernel: a run whose streamed text, answer, tool
 arguments, tool outputs, a tool's displays, an approval and an error all hold hostile markup and escape sequences
 (:mod:`hostile_text`), and EVERY display the kernel sends for it (display_data, update_display_data,
 execute_result, and the widgets' state: HTML values, Output widgets' outputs) is checked with a real HTML parser
