@@ -62,6 +62,13 @@ WRITES = setup(READ, "Call('add_cell', {'source': '## Findings\\nPune.', 'cell_t
 NOTEBOOKS["undo-live.ipynb"] = [
     ("code", "setup", setup("Call('add_cell', {'source': 'x = 1'})", "Call('run_python', {'code': '1'})")),
     ("code", "agent", "%%agent -m m\nAdd, then run.")]
+NOTEBOOKS["undo-variables.ipynb"] = [
+    ("code", "setup", setup("Call('add_cell', {'source': '## Findings', 'cell_type': 'markdown'})",
+                            "Call('run_python', {'code': \"rows.append(2)\\nmodel = 'fitted'\\ntmp = 1\"})")
+     + "\nrows, model = [1], 'untrained'"),
+    ("code", "agent", "%%agent -m m --allow-writes\nWork."),
+    ("code", "mine", "model = 'mine'"),
+    ("code", "show", "print(rows, model, 'tmp' in dir())")]
 for name in ("undo.ipynb", "undo-changed.ipynb"):
     NOTEBOOKS[name] = [("code", "setup", WRITES), ("code", "user", "y = 1"), ("code", "mine", "z = 1"),
                        ("code", "agent", "%%agent -m m --allow-writes\nWrite it down.")]
@@ -176,7 +183,7 @@ def run_the_writing_agent(nb: NotebookPage, lab_server: LabServer, name: str) ->
     expect(editor(nb, 1)).to_have_text("y = 2")
     expect(nb.prompt(1)).to_have_text(re.compile(r"^\[ \]:$"))  # its outputs were made by the old source
     expect(nb.cell(1)).to_have_class(STALE)  # and the extension marks it so
-    expect(nb.output(3).get_by_role("button", name="Undo this run's notebook changes")).to_be_visible()
+    expect(nb.output(3).get_by_role("button", name="Undo this run")).to_be_visible()
     shot(nb, lab_server, f"{name}-1-written", 3)
 
 
@@ -187,7 +194,7 @@ def type_into(nb: NotebookPage, index: int, text: str) -> None:
 
 
 def click_undo(nb: NotebookPage) -> Any:
-    nb.output(3).get_by_role("button", name="Undo this run's notebook changes").click()
+    nb.output(3).get_by_role("button", name="Undo this run").click()
     line = nb.output(3).locator(".jp-agentkernel-undo-line")
     expect(line).not_to_have_text(re.compile(r"^(run |undoing)"), timeout=30_000)
     return line
@@ -200,7 +207,7 @@ def test_undo_takes_the_run_back_in_one_click_and_keeps_the_users_edit(open_note
     type_into(nb, 2, "  # the user's")  # the user edits a cell the run did not touch
     line = click_undo(nb)
     expect(line).to_have_text(re.compile(r"^undid run \w{12}: removed 2 added cells, restored 1 edited cell$"))
-    expect(nb.output(3).get_by_role("button", name="Undo this run's notebook changes")).to_be_disabled()
+    expect(nb.output(3).get_by_role("button", name="Undo this run")).to_be_disabled()
     expect(nb.page.locator(".jp-Notebook .jp-Cell")).to_have_count(4)
     expect(editor(nb, 1)).to_have_text("y = 1")
     expect(nb.prompt(1)).to_have_text(re.compile(r"^\[\d+\]:$"))  # its outputs are the old source's again
@@ -222,7 +229,7 @@ def test_undo_leaves_and_names_a_cell_the_user_changed_after_the_run(open_notebo
     line = click_undo(nb)
     expect(line).to_have_text(re.compile(r"^undid part of run \w+: removed 2 added cells; left as they are, changed "
                                          r"since the run wrote them: cell user \(y = 2  # mine now\) "))
-    expect(nb.output(3).get_by_role("button", name="Undo this run's notebook changes")).to_be_enabled()
+    expect(nb.output(3).get_by_role("button", name="Undo this run")).to_be_enabled()
     expect(nb.page.locator(".jp-Notebook .jp-Cell")).to_have_count(4)
     expect(editor(nb, 1)).to_have_text("y = 2  # mine now")
     shot(nb, lab_server, "undo-changed-2-named", 3)
@@ -245,3 +252,25 @@ def test_the_live_panels_undo_takes_back_what_the_run_added_while_it_runs(open_n
     nb.wait_done(1, 60)
     expect(nb.output(1).get_by_role("button", name=re.compile("Undo this run's notebook changes"))).to_have_count(0)
 
+
+
+def test_one_click_takes_back_the_cells_and_the_variables_and_says_what_it_left(open_notebook: OpenNotebook,
+                                                                                lab_server: LabServer) -> None:
+    nb = open_notebook("undo-variables.ipynb")
+    nb.run_and_wait(0, 60)
+    nb.run_and_wait(1, 60)
+    expect(nb.page.locator(".jp-Notebook .jp-Cell")).to_have_count(5)  # its Markdown cell, below the agent's
+    expect(nb.output(1)).to_contain_text("rows (in place), model (rebound), tmp (new)")  # the call's title
+    nb.run_and_wait(3)  # the user rebinds model after the run
+    button = nb.output(1).get_by_role("button", name="Undo this run")
+    expect(nb.output(1).locator(".jp-agentkernel-undo-line")).to_have_text(
+        re.compile(r"^run \w{12} changed 1 cell and 3 variables$"))
+    button.click()
+    line = nb.output(1).locator(".jp-agentkernel-undo-line")
+    expect(line).to_have_text(re.compile(
+        r"^undid part of run \w{12}: removed 1 added cell; variables: restored 2 variables: rows \(contents\), tmp "
+        r"\(removed\); left as they are, changed since the run: model; what the code of its 1 run_python call did "
+        r"outside the kernel's variables \(files, requests\) is not undone$"), timeout=30_000)
+    expect(nb.page.locator(".jp-Notebook .jp-Cell")).to_have_count(4)
+    shot(nb, lab_server, "undo-variables", 1)
+    assert outputs(nb, 3).strip() == "[1] mine False"
