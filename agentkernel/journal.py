@@ -329,7 +329,8 @@ def snapshot(value: Any) -> tuple[Any, Hashable | None, int]:
     try:
         data, buffers = _pickled(value)
     except Exception:
-        return copy.deepcopy(value), None, estimate_size(value)
+        duplicate = copy.deepcopy(value)
+        return duplicate, None, max(estimate_size(value), estimate_size(duplicate))
     copies = [bytearray(raw) for raw in buffers]
     try:
         duplicate = pickle.loads(data, buffers=copies)

@@ -146,12 +146,12 @@ class Policy:
 
     def check_model(self, name: str) -> None:
         """AgentConfigError unless every ``models`` list allows the provider's model ``name`` (``gpt-4.1-mini`` or
-        ``provider:model``; a plain name is also matched as ``openai:name``)."""
+        ``provider:model``; a plain name is also matched as ``openai:name``, and ``openai:name`` as the plain name)."""
         from ..models.providers import split_model
 
         provider, model = split_model(name)
         full = f"{provider.name if provider else 'openai'}:{model}"
-        if (rule := self.allows("models", name, full)) is not None:
+        if (rule := self.allows("models", name, full, *([model] if full.startswith("openai:") else []))) is not None:
             raise self.refused("models", rule, f"the model {name!r}")
 
     def check_tool(self, word: str) -> None:

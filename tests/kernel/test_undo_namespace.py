@@ -51,12 +51,14 @@ CALLS = [
 ]
 
 
-def run(kernel: KernelSession, calls: list[str], *, console: bool = False) -> Cell:
-    """A scripted %%agent cell (writes allowed) whose model runs each piece of code with run_python."""
+def run(kernel: KernelSession, calls: list[str], *, console: bool = False, timeout_option: str = "") -> Cell:
+    """A scripted %%agent cell (writes allowed) whose model runs each piece of code with run_python; with
+    ``timeout_option`` the cell may end in the error the option's stop raises."""
     script = ", ".join(f"Call('run_python', {{'code': {code!r}}})" for code in calls)
     kernel.ok(f"m = ScriptedModel([{script}, 'done'])")
-    cell = kernel.submit("%%agent -m m --allow-writes\ngo", console=console).wait(60)
-    assert cell.status == "ok" and not cell.errors, cell.describe()
+    cell = kernel.submit(f"%%agent -m m --allow-writes {timeout_option}\ngo".replace("  ", " "),
+                         console=console).wait(60)
+    assert timeout_option or cell.status == "ok" and not cell.errors, cell.describe()
     return cell
 
 
@@ -146,6 +148,16 @@ def test_the_record_offers_the_undo_and_an_unawaited_undo_takes_back_the_variabl
     inline = kernel.ok(f"%agent_undo {run_id}\nafter = 1")  # not alone: not awaited, the variables only
     assert inline.stdout.startswith(f"undid run {run_id}: restored 6 variables: "), inline.describe()
     assert kernel.value("[list(df.columns), model]") == [["city", "rain", "wind"], "untrained"]
+
+
+def test_what_code_that_failed_or_was_stopped_had_changed_is_taken_back(kernel: KernelSession):
+    kernel.ok(DATA)
+    run(kernel, ["df.drop(columns=['wind'], inplace=True)\nmodel = 'half'\nraise ValueError('midway')",
+                 "import time\nrows.append(9)\ntime.sleep(0.05)\nwhile True:\n    pass"],
+        timeout_option="--max-seconds 3")
+    said = undo(kernel)
+    assert "df (contents)" in said and "model (rebound)" in said and "rows (contents)" in said, said
+    assert kernel.value("[list(df.columns), model, rows]") == [["city", "rain", "wind"], "untrained", [1, [2]]]
 
 
 def test_a_run_that_changes_no_variable_leaves_no_button_and_says_so(kernel: KernelSession):

@@ -57,6 +57,10 @@ def test_a_model_pattern_may_name_the_provider(tmp_path: Path):
     policy = Policy.load([folder(tmp_path, "p", {"models": ["openai:gpt-4.1-mini", "ollama:*"]})])
     for name in ("gpt-4.1-mini", "openai:gpt-4.1-mini", "ollama:qwen3:4b"):
         policy.check_model(name)
+    plain = Policy.load([folder(tmp_path, "q", {"models": ["gpt-4.1-mini"]})])
+    plain.check_model("openai:gpt-4.1-mini")
+    with pytest.raises(AgentConfigError):
+        plain.check_model("openrouter:gpt-4.1-mini")  # another provider's model of that name is not OpenAI's
     for name in ("anthropic:claude-sonnet-5", "gpt-5", "openrouter:ollama/x"):
         with pytest.raises(AgentConfigError):
             policy.check_model(name)
