@@ -9,7 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from agentkernel.jupyter.magics import PANEL_TEXT
+from agentkernel.jupyter.cell import PANEL_TEXT
 
 
 def show(path: Path) -> int:

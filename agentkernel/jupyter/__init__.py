@@ -6,7 +6,7 @@ from ..distribution import foreign_distribution
 from .approvals import is_terminal
 from .errors import STOP_ERRORS, AgentConfigError, AgentError, AgentStop
 from .kernel import KERNEL_TOOL_NAMES
-from .magics import AgentMagics
+from .magics import AgentMagics, register
 from .transform import complete_on_empty_line, rewrite_agent_cell
 
 __all__ = ["KERNEL_TOOL_NAMES", "STOP_ERRORS", "AgentConfigError", "AgentError", "AgentMagics", "AgentStop",
@@ -16,7 +16,7 @@ __all__ = ["KERNEL_TOOL_NAMES", "STOP_ERRORS", "AgentConfigError", "AgentError",
 def load_ipython_extension(ipython) -> None:  # noqa: ANN001
     if clash := foreign_distribution():
         print(clash)
-    ipython.register_magics(AgentMagics)
+    register(ipython)
     if rewrite_agent_cell not in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.insert(0, rewrite_agent_cell)
     if is_terminal(ipython) and not hasattr(ipython.check_complete, "wraps"):

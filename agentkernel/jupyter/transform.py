@@ -6,7 +6,7 @@ while the cell runs. So before IPython's own transforms see the cell, this one r
     %%agent --max-iterations 5
     Summarize README.md
 
-into ``await get_ipython().magics_manager.registry['AgentMagics'].run_async('--max-iterations 5', '...')``.
+into ``await get_ipython().magics_manager.registry['AgentMagics'].awaited('agent', '--max-iterations 5', '...')``.
 A one-line ``%agent prompt`` cell is rewritten the same way, and so is a cell holding only ``%agent_mcp ...``,
 ``%agent_serve ...`` or ``%agent_undo ...`` (they wait for MCP servers, a server's start or the notebook's front end).
 With autoawait off nothing is rewritten and the magic runs in its worker-thread fallback.
@@ -40,18 +40,19 @@ def rewrite_agent_cell(lines: list[str]) -> list[str]:
         return lines
     awaited = _AWAITED.match(head.strip())
     if awaited and not body.strip():  # %agent_mcp, %agent_serve or %agent_undo alone: awaited, so that it can wait
-        method, line = awaited.group("magic") + "_async", awaited.group("line") or ""
-        return [f"await get_ipython().magics_manager.registry['AgentMagics'].{method}({line!r})\n"]
+        return [awaiting(awaited.group("magic"), awaited.group("line") or "", None)]
     cell = _CELL.match(head.rstrip())
     if cell:
-        line, text = cell.group("line") or "", body
-    else:
-        one = _LINE.match(head.rstrip())
-        if not one or body.strip():
-            return lines
-        line, text = one.group("line"), None
-    call = f"get_ipython().magics_manager.registry['AgentMagics'].run_async({line!r}, {text!r})"
-    return [f"await {call}\n"]
+        return [awaiting("agent", cell.group("line") or "", body)]
+    one = _LINE.match(head.rstrip())
+    if not one or body.strip():
+        return lines
+    return [awaiting("agent", one.group("line"), None)]
+
+
+def awaiting(magic: str, line: str, cell: str | None) -> str:
+    """The one line a rewritten cell holds: an ``await`` of the magic's awaited form (:meth:`AgentMagics.awaited`)."""
+    return f"await get_ipython().magics_manager.registry['AgentMagics'].awaited({magic!r}, {line!r}, {cell!r})\n"
 
 
 # IPython's check_complete (the terminal's "is this cell done?", ipykernel's is_complete_request) skips transforms

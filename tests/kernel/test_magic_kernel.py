@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from kernel_client import Cell, KernelSession, agent_kernel, kernel_env
 
-from agentkernel.jupyter.magics import PANEL_TEXT
+from agentkernel.jupyter.cell import PANEL_TEXT
 
 # The issue asks for idle within 0.2 s of the Stop click (measured ~0.01 s); shared CI machines are noisy, so
 # the assertion leaves slack and every test prints the figure it measured.

@@ -119,7 +119,7 @@ def test_the_wheel_holds_the_package_and_no_tests(wheel: Path):
     import zipfile
 
     names = zipfile.ZipFile(wheel).namelist()
-    assert "agentkernel/jupyter/magics.py" in names and "agentkernel/models/scripted.py" in names
+    assert "agentkernel/jupyter/magics/agent.py" in names and "agentkernel/models/scripted.py" in names
     assert not [n for n in names if n.startswith(("tests/", "notebooks/", "benchmarks/"))]
     assert not [n for n in names if n.startswith(("src/", "node_modules/", "agentkernel/labextension/"))]
 

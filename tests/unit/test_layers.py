@@ -115,7 +115,8 @@ def test_load_ext_and_a_scripted_run_import_no_sdk() -> None:
 
 LAZY = ("agentkernel.loop", "agentkernel.events", "agentkernel.record.timeline", "agentkernel.record.transcript",
         "agentkernel.tracing", "agentkernel.skills", "agentkernel.instructions", "agentkernel.tools.toolsets",
-        "agentkernel.jupyter.plan", "agentkernel.jupyter.panel", "agentkernel.jupyter.render",
+        "agentkernel.jupyter.plan", "agentkernel.jupyter.cell", "agentkernel.jupyter.panel",
+        "agentkernel.jupyter.render",
         "agentkernel.jupyter.mcp_servers", "agentkernel.jupyter.serve", "agentkernel.jupyter.kernel.tools",
         "agentkernel.jupyter.kernel.notebook_tools", "agentkernel.jupyter.kernel.code_runner",
         "agentkernel.jupyter.kernel.undo", "ipywidgets")
@@ -151,3 +152,21 @@ def test_import_agentkernel_alone_loads_nothing_heavy() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           cwd=PACKAGE.parent)
     assert done.stdout.strip() == "[]"
+
+
+def class_lines(path: Path, name: str) -> int:
+    """How many lines the class ``name`` of the module at ``path`` spans."""
+    found = [node for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ClassDef)
+             and node.name == name]
+    assert len(found) == 1, f"{path} defines {name} {len(found)} times"
+    return (found[0].end_lineno or 0) - found[0].lineno + 1
+
+
+def test_the_magics_only_parse_and_hand_off() -> None:
+    """Each magic class is thin: a cell's life is in ``jupyter/cell.py``, what they share in ``kernel_state.py``."""
+    known = modules()
+    assert class_lines(known["agentkernel.jupyter.magics.agent"], "AgentMagics") < 150
+    for name in ("serve", "mcp", "undo", "secret"):
+        module = known[f"agentkernel.jupyter.magics.{name}"]
+        classes = [n.name for n in ast.parse(module.read_text()).body if isinstance(n, ast.ClassDef)]
+        assert len(classes) == 1 and class_lines(module, classes[0]) < 150, module

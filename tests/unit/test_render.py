@@ -11,7 +11,7 @@ from live_html import live_parts
 from runtime_helpers import run_sync
 
 from agentkernel import Call, ScriptedModel, tool
-from agentkernel.jupyter.magics import WIDGET_VIEW
+from agentkernel.jupyter.cell import WIDGET_VIEW
 from agentkernel.jupyter.render import record_bundle, render_html, render_text
 from agentkernel.record.images import IMAGE_TYPES
 from agentkernel.record.timeline import HEAD_ENTRIES, TAIL_ENTRIES, Timeline
