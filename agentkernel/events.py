@@ -149,6 +149,15 @@ def redacted(event: Event, source: Redactor | Callable[[], Redactor],
     return event
 
 
+def redacted_result(result: LoopResult, secrets: Redactor | None = None) -> LoopResult:
+    """``result`` as the listeners are told it as the run ends (:func:`redacted`): its answer, detail, findings'
+    arguments and history with markers for the secrets of ``secrets`` (default: the kernel's set now). What a
+    notebook keeps (``_agent``) is this, so every way of showing it shows markers."""
+    finished = redacted(RunFinished(result), secrets if secrets is not None else KERNEL.current)
+    assert isinstance(finished, RunFinished)
+    return finished.result
+
+
 def _redacted_call(call: ToolCall, secrets: Redactor) -> ToolCall:
     arguments = secrets.redact(call.arguments)
     return call if arguments == call.arguments else ToolCall(call.call_id, call.name, arguments)
@@ -234,4 +243,5 @@ __all__ = [
     "ContextCompacted", "ContextUpdated",
     "Event", "FunctionCallProgress", "ItemCommitted", "Listener", "Listeners", "MessageDone", "RoundStarted",
     "RunFinished", "RunStarted", "TextDelta", "ToolCallFinished", "ToolCallStarted", "UsageUpdated", "redacted",
+    "redacted_result",
 ]

@@ -48,12 +48,15 @@ import pickle
 import socket
 import sys
 import threading
+import time
 import types
 import zlib
 from collections import OrderedDict, deque
 from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from .tools.base import Display
 
 DEFAULT_BUDGET = 256 * 2**20
 """Bytes of copies the kernel keeps for undoing runs (``%config AgentMagics.undo_budget``)."""
@@ -63,7 +66,8 @@ SAMPLE = 200
 """Elements of a container whose sizes are added up when its size is estimated (the rest extrapolated)."""
 MAX_FOLLOWED = 500
 """Functions and classes whose code is read to widen what a piece of code can reach."""
-OUTSIDE = "effects outside the kernel's variables (files written, requests made, module settings) are not undone"
+CHANGES_MIME = "application/vnd.agentkernel.changes+json"
+"""The display a ``run_python`` call's result carries naming the variables it changed (:func:`changes_display`)."""
 
 DYNAMIC_NAMES = frozenset({"exec", "eval", "globals", "locals", "get_ipython", "__import__", "__builtins__",
                            "__main__"})
@@ -357,6 +361,15 @@ class Change:
         return f"{self.name} ({self.how})"
 
 
+def changes_display(changes: list[Change]) -> Display | None:
+    """The display naming what one call changed (``variables: df (in place), tmp (new)``), for the call's section
+    and title (:attr:`agentkernel.record.timeline.Entry.changes`); None when it changed no variable."""
+    if not changes:
+        return None
+    return Display({CHANGES_MIME: {"changes": [{"name": c.name, "how": c.how} for c in changes]},
+                    "text/plain": "variables: " + ", ".join(map(str, changes))})
+
+
 @dataclass
 class Saved:
     """An object changed in place during the run, with a copy of its contents from before the run."""
@@ -430,7 +443,10 @@ class Journal:
     meddled: set[str] = field(default_factory=set)
     """Names changed by someone else between two of the run's calls (a served session's user)."""
     calls: int = 0
+    """run_python calls journaled."""
     dynamic: set[str] = field(default_factory=set)
+    """How its code reached names without naming them (``globals()``...)."""
+    born: float = field(default_factory=time.monotonic)
 
     @property
     def kept(self) -> int:
@@ -439,7 +455,8 @@ class Journal:
 
     @property
     def empty(self) -> bool:
-        return not self.bindings and not self.saved and not self.lost
+        """Nothing left to undo or to name."""
+        return not self.bindings and not self.saved and not self.lost and not self.dynamic
 
     def before(self, namespace: dict[str, Any], source: str) -> Call:
         """Before ``source`` runs in ``namespace``: what it can reach, copied within the budget."""
@@ -479,7 +496,7 @@ class Journal:
         return call
 
     def after_call(self, namespace: dict[str, Any], call: Call) -> list[Change]:
-        """After the code ran: the names it changed (kept in the journal), in namespace order."""
+        """After the code ran: the names it changed (kept in the journal), in namespace order (deleted ones last)."""
         self.calls += 1
         changes: dict[str, How] = {}
         prints: dict[int, Hashable | None] = {}
@@ -516,11 +533,11 @@ class Journal:
                 known = prints.get(id(now), MISSING)
                 self.after[name] = State(id(now), self._print(now) if known is MISSING else known)
         order = {name: i for i, name in enumerate(namespace)}
-        return [Change(name, how) for name, how in sorted(changes.items(), key=lambda c: order.get(c[0], -1))]
+        return [Change(name, how) for name, how in sorted(changes.items(), key=lambda c: order.get(c[0], len(order)))]
 
     def _print(self, value: Any) -> Hashable | None:
         """The fingerprint of what the run left in a name, if it is data within the budget."""
-        if is_immutable(value) or is_code(value) or uncopyable(value):
+        if is_code(value) or uncopyable(value):
             return None
         return fingerprint(value) if estimate_size(value) <= self.owner.budget else None
 
@@ -529,8 +546,10 @@ class Journal:
         left = self.after.get(name, MISSING)
         if left is MISSING:
             return now is not MISSING
-        if now is MISSING or id(now) != left.ident:
+        if now is MISSING:
             return True
+        if id(now) != left.ident:  # another object: changed, unless it holds the same (``model = "fitted"`` again)
+            return left.fingerprint is None or fingerprint(now) != left.fingerprint
         return left.fingerprint is not None and fingerprint(now) != left.fingerprint
 
     def undo(self, namespace: dict[str, Any]) -> Outcome:
@@ -577,8 +596,12 @@ class Journal:
         outcome.restored = [f"{name} ({', '.join(hows)})" for name, hows in sorted(
             done.items(), key=lambda item: order.get(item[0], len(order))) if name not in left]
         outcome.left = sorted(left)
-        outcome.lost += list(self.lost.values())
+        outcome.lost += [self.lost[name] for name in sorted(self.lost)]
+        if self.dynamic:
+            outcome.lost.append(f"in-place changes through {', '.join(sorted(self.dynamic))} to what the code did not "
+                                "name (not copied)")
         self.lost.clear()
+        self.dynamic.clear()
         self.meddled &= left
         return outcome
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 from dataclasses import dataclass, field
@@ -113,11 +114,20 @@ class LoopResult:
                      f"{_count(len(self.partial_findings), 'finding')} in .partial_findings")
         return [reveal(line)[0] for line in lines]
 
+    def _shown_lines(self) -> list[str]:
+        """:meth:`_summary_lines` with the kernel's secrets as markers, as they are now (a result made outside a
+        notebook run, or kept from before a secret was named, is shown with markers too)."""
+        from .secrets import redact_text
+
+        marked = dataclasses.replace(self, answer=None if self.answer is None else redact_text(self.answer),
+                                     detail=redact_text(self.detail))  # before the lines cut them
+        return [redact_text(line) for line in marked._summary_lines()]
+
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text("LoopResult(...)" if cycle else "\n".join(self._summary_lines()))
+        p.text("LoopResult(...)" if cycle else "\n".join(self._shown_lines()))
 
     def _repr_html_(self) -> str:
-        head, *rest = self._summary_lines()
+        head, *rest = self._shown_lines()
         body = html.escape("\n".join(rest))
         return f"<div><b>{html.escape(head)}</b><pre style='margin: 4px 0 0'>{body}</pre></div>"
 

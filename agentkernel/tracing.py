@@ -29,6 +29,7 @@ from time import time_ns
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from .descriptors import process_log
 from .endings import Trip
 from .events import (
     ContextCompacted,
@@ -152,7 +153,8 @@ def _leave(exporters: list[_Watched]) -> None:
 class _Trouble(logging.Handler):
     """What OpenTelemetry logs while it exports (a receiver down, refusing, or slow): its export thread logs it, and
     in a kernel the standard handling would print it into whatever cell runs next. It goes to the process's own
-    stderr instead (a kernel's: the Jupyter server's log), redacted, and the first since a run last asked is kept for
+    stderr instead (:func:`~agentkernel.descriptors.process_log`: a kernel's terminal or the Jupyter server's log,
+    the descriptor ipykernel keeps, never a cell), redacted, and the first since a run last asked is kept for
     the next run to say in one line (:func:`export_trouble`): it names the cause, the later ones say the retries
     failed."""
 
@@ -167,8 +169,8 @@ class _Trouble(logging.Handler):
         self.retrying = self.retrying or "retrying" in text
         if self.first is None and "export" in text.lower():  # (not the SDK's other warnings)
             self.first = text
-        stream = sys.__stderr__ or sys.stderr
         try:
+            stream = process_log("stderr")
             stream.write(f"{record.name}: {text}\n")
             stream.flush()
         except (OSError, ValueError):  # a closed stderr: the next run still says it
@@ -196,7 +198,7 @@ def _exporter(name: str) -> Any:
     if name == "console":
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-        return ConsoleSpanExporter(out=sys.__stdout__ or sys.stdout)  # the process's: a kernel's cells are not
+        return ConsoleSpanExporter(out=process_log("stdout"))  # the process's own: never a cell
     if name in ("otlp", ""):
         with needs("opentelemetry"):
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter

@@ -217,7 +217,8 @@ def failed_start(state: KernelState) -> Iterator[None]:
     except (AgentConfigError, UsageError) as e:
         previous = state.user_ns.get("_agent")
         history = previous.history if isinstance(previous, LoopResult) else []
-        state.user_ns["_agent"] = LoopResult("fatal_error", None, history, detail=str(e).split("\nusage:")[0])
+        state.user_ns["_agent"] = LoopResult("fatal_error", None, history,
+                                             detail=KERNEL.current.redact(str(e).split("\nusage:")[0]))
         raise
 
 
@@ -398,9 +399,13 @@ def interrupt_stops(state: KernelState, run: CellRun) -> Iterator[None]:
 
 
 def publish(state: KernelState, run: CellRun, result: LoopResult) -> CellResult:
-    """``result`` made the cell's :class:`CellResult`, stored in ``_agent`` (and in ``--out``'s name)."""
+    """``result`` made the cell's :class:`CellResult`, stored in ``_agent`` (and in ``--out``'s name); it holds
+    markers, as every view of the run does."""
+    from ..events import redacted_result
+
+    result = redacted_result(result)  # _agent holds markers, as every view of the run does
     published = CellResult(**{f.name: getattr(result, f.name) for f in fields(LoopResult)},
-                           executed_code=run.kernel.executed_code)
+                           executed_code=[KERNEL.current.redact(code) for code in run.kernel.executed_code])
     state.user_ns["_agent"] = published
     if run.out:
         state.user_ns[run.out] = published

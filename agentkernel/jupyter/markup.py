@@ -11,8 +11,11 @@ link reading ``image: <alt>`` that the user may click, never loaded by itself. P
 :func:`html.escape`. Our own figures (images a tool returned, shown inline as ``data:`` URIs we make) take another
 road (:func:`agentkernel.jupyter.render.image_html`), so no model text can become an image.
 
-The math in a message is shown as typed: the front ends typeset TeX in HTML outputs, and MathJax's ``\\href``
-would make links of any scheme (``mathjax_ignore`` and ``tex2jax_ignore`` turn that off for the block).
+The math in a message is shown as typed (``mathjax_ignore`` and ``tex2jax_ignore`` on the block): the front ends
+typeset TeX in HTML outputs and HTML widgets with MathJax, whose commands (``\\href``, ``\\require``,
+``\\unicode``) make links and load code and fonts by their own rules, which are not ours to vouch for. (Measured
+2026-12-03: JupyterLab 4.6's MathJax made no link of ``\\href{javascript:...}``, and nbconvert's page loads
+MathJax 2 with its ``Safe`` extension; the block is left out of typesetting all the same.)
 """
 
 from __future__ import annotations

@@ -187,6 +187,9 @@ class AgentOptions:
                                          "~/.agentkernel/skills")
     approval_timeout: float = option(300.0, group="tools",
                                      help="seconds to wait for Approve / Deny before denying (0: wait for ever)")
+    undo_budget: float = option(256.0, group="tools", metavar="MB",
+                                help="megabytes of copies the kernel keeps so that an undo can give back "
+                                     "what run_python changed in place (all runs together; 0: none, bindings only)")
     cells: bool = option(False, "--cells", group="tools",
                          help="keep the code run_python ran in the notebook when the run ends: one cell per piece "
                               "with agentkernel's notebook extension, else one new cell below")

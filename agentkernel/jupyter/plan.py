@@ -175,6 +175,7 @@ class RunPlan:
         (``namespace``), the file tools under ``--root``, the kernel's and the notebook's tools, the MCP servers of
         the configuration (``servers``: the kernel's). The MCP servers start later (:meth:`RunTools.start`)."""
         o = self.options
+        kernel.journals.budget = int(o.undo_budget * 2**20)
         mcp = MCPToolset(servers, o.mcp_config, o.mcp, model_images=model_images, prompt=o.mcp_prompt)
         sources: list[Toolset] = [
             NamespaceToolset(namespace),

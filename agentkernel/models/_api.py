@@ -22,7 +22,7 @@ from ..secrets import MIN_SECRET_CHARS, redact_text
 from ..text import short
 from .base import ContextOverflowError, ModelError, ModelRequest
 from .overflow import overflow_numbers
-from .providers import LOCAL_PLACEHOLDER_KEY, Provider, same_url
+from .provider import LOCAL_PLACEHOLDER_KEY, Provider, same_url
 
 RETRIED_STATUSES = (408, 409, 429)
 """With 5xx, the statuses both SDKs retry (unless the server says ``x-should-retry: false``)."""
@@ -37,7 +37,7 @@ class ApiModel:
     The client is made lazily so that building a model with no key configured never fails; the missing key becomes
     a clear ``ModelError`` when the model is first asked for a response. A ``client`` passed in is used as it is
     (its own key, base URL, retries and timeout). Which key goes where is the ``provider``'s rule (see
-    :mod:`agentkernel.models.providers`).
+    :mod:`agentkernel.models.provider`).
     """
 
     sdk: Any

@@ -9,7 +9,7 @@ import openai
 
 from ..secrets import without_credentials
 from ._api import ApiModel, InputCache
-from .providers import OPENAI, Provider, same_url
+from .provider import OPENAI, Provider, same_url
 
 __all__ = ["DEFAULT_TIMEOUT", "OPENAI_API_URL", "InputCache", "OpenAIModelBase"]
 
@@ -25,7 +25,7 @@ class OpenAIModelBase(ApiModel):
     Which key is sent: ``api_key`` if given; else the environment variable named by ``api_key_env``; else
     ``OPENAI_API_KEY``, but only to the OpenAI API or to the ``OPENAI_BASE_URL`` the environment itself names,
     so a ``base_url`` written into a shared notebook never receives your key. Other servers get a placeholder.
-    ``provider`` (see :mod:`agentkernel.models.providers`) is another OpenAI-compatible provider whose own key
+    ``provider`` (see :mod:`agentkernel.models.provider`) is another OpenAI-compatible provider whose own key
     variable and URL take the place of those (``GEMINI_API_KEY`` to Google's endpoint, say). A ``client`` passed
     in is used as it is.
 

@@ -35,7 +35,7 @@ from .base import (
     is_count,
     text_delta,
 )
-from .providers import ANTHROPIC, Provider, anthropic_root, same_url
+from .provider import ANTHROPIC, Provider, anthropic_root, same_url
 
 DEFAULT_TIMEOUT = anthropic.Timeout(600.0, connect=10.0)
 """Long enough for a slow model's whole answer, short enough to notice an unreachable server."""

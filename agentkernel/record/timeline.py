@@ -32,8 +32,9 @@ from ..events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from ..journal import CHANGES_MIME
 from ..secrets import redact_text
-from ..text import reveal, short_arguments
+from ..text import reveal, short, short_arguments
 from ..tools.base import Display, ToolCall, ToolResult
 from .images import IMAGE_TYPES
 
@@ -92,6 +93,15 @@ class Entry:
         displays = self.result.displays if self.result else ()
         return [d for d in displays if any(k in IMAGE_TYPES for k in d.data)]
 
+    @property
+    def changes(self) -> str:
+        """The variables a ``run_python`` call changed, as its result's display names them: ``df (in place), tmp
+        (new)`` (empty for another call, or one that changed none)."""
+        for display in self.result.displays if self.result else ():
+            if CHANGES_MIME in display.data:
+                return str(display.data.get("text/plain", "")).removeprefix("variables: ")
+        return ""
+
     def title(self) -> str:
         """The entry in one line: ``list_dir(path=".") · ok``, ``message: …``, ``approval: run_python · approved``."""
         if self.kind == "message":
@@ -102,7 +112,8 @@ class Entry:
             return self.name
         if self.call is None:
             return f"{self.name}(…) · {'dropped' if self.dropped else 'writing'} · {self.chars} characters"
-        return call_title(self.call, self.result, self.count)
+        changes = self.changes
+        return call_title(self.call, self.result, self.count) + (f" · {short(changes, 120)}" if changes else "")
 
 
 def call_title(call: ToolCall, result: ToolResult | None = None, count: int = 1) -> str:

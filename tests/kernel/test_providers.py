@@ -14,7 +14,8 @@ from openai_server import Reply, ScriptedServer, chat_events, collect, responses
 from agentkernel.models.anthropic_messages import AnthropicMessagesModel
 from agentkernel.models.openai_chat import OpenAIChatModel
 from agentkernel.models.openai_responses import OpenAIResponsesModel
-from agentkernel.models.providers import LOCAL_PLACEHOLDER_KEY, PROVIDERS, resolve
+from agentkernel.models.provider import LOCAL_PLACEHOLDER_KEY
+from agentkernel.models.providers import PROVIDERS, resolve
 
 KEYS = {"OPENAI_API_KEY": "sk-openai-0123456789", "ANTHROPIC_API_KEY": "sk-ant-0123456789",
         "GEMINI_API_KEY": "gemini-0123456789", "OPENROUTER_API_KEY": "sk-or-0123456789"}

@@ -1,6 +1,10 @@
 """A trace receiver that is down, in a real kernel: OpenTelemetry's export thread logs its failures, which Python's
 standard handling prints into whatever cell runs next. With the provider agentkernel makes, they go to the kernel's
-own stderr instead, and the next ``%%agent`` run says it in one line, naming the endpoint without its credentials."""
+own stderr instead, and the next ``%%agent`` run says it in one line, naming the endpoint without its credentials.
+
+The kernels capture file descriptors as users' kernels do (``tests/harness/users_kernels.py``): what is written to
+``sys.__stderr__`` or descriptor 2 would show in a cell, so a clean cell here is clean for users. Each kernel's own
+stdout and stderr go to files, where the exporter's messages must be."""
 
 from __future__ import annotations
 
@@ -36,7 +40,7 @@ def two_runs(tmp_path: Path, **env: str) -> tuple[list[Cell], Cell]:
     before the second run, and the second run."""
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    kernel = KernelSession(cwd, kernel_env(tmp_path, OTEL_BSP_SCHEDULE_DELAY="50", **env))
+    kernel = KernelSession(cwd, kernel_env(tmp_path, OTEL_BSP_SCHEDULE_DELAY="50", **env), log=tmp_path / "log")
     cells = []
     try:
         cells.append(kernel.ok("%load_ext agentkernel"))
@@ -56,6 +60,7 @@ def two_runs(tmp_path: Path, **env: str) -> tuple[list[Cell], Cell]:
         assert cell.stderr == "", cell.describe()
         assert "traces" not in cell.stdout and "opentelemetry" not in cell.stdout, cell.describe()
     assert second.status == "ok" and second.stderr == "", second.describe()
+    assert "opentelemetry.exporter" in (tmp_path / "log" / "stderr.txt").read_text()  # (where it went instead)
     return cells, second
 
 
@@ -74,12 +79,13 @@ def test_a_receiver_that_is_down_is_one_line_in_the_next_run_and_nothing_in_othe
                                   "Failed to export spans batch due to timeout, max retries or shutdown."), note
     everything = json.dumps([m for cell in [*cells, second] for m in cell.messages], default=str)
     assert PASSWORD not in everything
+    assert PASSWORD not in (tmp_path / "log" / "stderr.txt").read_text()
 
 
 def test_the_console_exporter_writes_to_the_kernels_own_stdout_not_into_cells(tmp_path: Path) -> None:
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    kernel = KernelSession(cwd, kernel_env(tmp_path, OTEL_TRACES_EXPORTER="console"))
+    kernel = KernelSession(cwd, kernel_env(tmp_path, OTEL_TRACES_EXPORTER="console"), log=tmp_path / "log")
     try:
         kernel.ok("%load_ext agentkernel")
         kernel.ok("from agentkernel import ScriptedModel\nimport agentkernel.tracing as tracing\n"
@@ -90,6 +96,7 @@ def test_the_console_exporter_writes_to_the_kernels_own_stdout_not_into_cells(tm
         kernel.shutdown()
     for cell in (run, flushed):
         assert "invoke_agent" not in cell.stdout + cell.stderr, cell.describe()
+    assert '"name": "invoke_agent' in (tmp_path / "log" / "stdout.txt").read_text()
 
 
 EXITS = """\

@@ -197,11 +197,21 @@ def button_description(msg: Message) -> str | None:
 class KernelSession:
     """A kernel started with ``jupyter_client`` plus a client, routing messages to the cells that caused them."""
 
-    def __init__(self, cwd: Path, env: Mapping[str, str], kernel_name: str = "python3"):
+    def __init__(self, cwd: Path, env: Mapping[str, str], kernel_name: str = "python3", *, log: Path | None = None):
+        """``log``: a folder where the kernel process's own stdout and stderr go (``stdout.txt``, ``stderr.txt``:
+        what a user sees in the terminal or the Jupyter server's log, never in a cell)."""
         self.cwd = cwd
         self.env = dict(env)
         self.km = KernelManager(kernel_name=kernel_name)
-        self.km.start_kernel(cwd=str(cwd), env=dict(env))
+        streams = {}
+        if log is not None:
+            log.mkdir(parents=True, exist_ok=True)
+            streams = {name: open(log / f"{name}.txt", "wb") for name in ("stdout", "stderr")}  # noqa: SIM115
+        try:
+            self.km.start_kernel(cwd=str(cwd), env=dict(env), **streams)
+        finally:
+            for stream in streams.values():  # (the kernel holds its own copies)
+                stream.close()
         self.kc = self.km.client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=60)

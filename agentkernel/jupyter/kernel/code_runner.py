@@ -3,15 +3,18 @@
 :meth:`CodeRunner.run` takes IPython syntax (``%magics``, ``!commands``, top-level ``await``), runs the statements
 in the user namespace and evaluates a final expression as the value — without touching ``In``, ``Out`` or the
 execution counter. stdout, stderr, ``display()`` outputs and new matplotlib figures are captured into an
-:class:`Execution`. Exceptions, ``sys.exit()``, ``exit()`` and ``KeyboardInterrupt`` raised by the code become
-its error; the kernel never exits because of them.
+:class:`Execution`, and so is what the process writes to file descriptors 1 and 2 meanwhile (subprocesses,
+``os.system``, C extensions: :func:`agentkernel.descriptors.captured`), as stdout and stderr. Exceptions,
+``sys.exit()``, ``exit()`` and ``KeyboardInterrupt`` raised by the code become its error; the kernel never exits
+because of them.
 
 The code runs in a worker thread, so the kernel's event loop stays free for the Stop button. When the awaiting
 call is cancelled (Stop, ``--max-seconds``, the notebook's interrupt) the run returns at once and the thread is
 sent an exception with ``PyThreadState_SetAsyncExc``: pure Python code (``while True: pass``) stops within
 milliseconds. **Limit**: code blocked inside a C call (``time.sleep(600)``, a long numpy operation, a socket read)
 receives it only when that call returns to Python; the thread is abandoned until then (anything it prints
-meanwhile goes to the notebook as a worker thread's output does).
+meanwhile goes to the notebook as a worker thread's output does; the descriptors are no longer captured). A
+subprocess the code started that writes after the call ended writes to the kernel's log, redacted.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from itertools import count
 from types import CodeType
 from typing import Any, Literal
 
+from ...descriptors import captured
 from ...record.images import IMAGE_TYPES, encoded_size
 from .tracebacks import cell_names, format_error
 
@@ -74,8 +78,13 @@ class Execution:
     """Characters of each stream kept, up to :data:`MAX_CAPTURED_CHARS`."""
     dropped: dict[str, int] = field(default_factory=dict)
     """Characters of each stream not kept beyond :data:`MAX_CAPTURED_CHARS`."""
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def write(self, kind: Literal["stdout", "stderr"], text: str) -> None:
+        with self._lock:  # (the code's thread and the descriptors' reader both write)
+            self._write(kind, text)
+
+    def _write(self, kind: Literal["stdout", "stderr"], text: str) -> None:
         room = MAX_CAPTURED_CHARS - self.kept.get(kind, 0)
         if len(text) > room:
             self.dropped[kind] = self.dropped.get(kind, 0) + len(text) - room
@@ -153,6 +162,7 @@ class CodeRunner:
         self.shell = shell
         self.executed: list[str] = []
         """Every piece of code that started running (compiled, then run), in order."""
+        self._transformed: tuple[str, Any] | None = None
 
     async def run(self, code: str) -> Execution:
         """Run ``code``; cancelling this call abandons the code and interrupts its thread."""
@@ -183,7 +193,7 @@ class CodeRunner:
                     loop.call_soon_threadsafe(done)
 
         thread = threading.Thread(target=work, name="agentkernel-run-python", daemon=True)
-        with _routed(self.shell):
+        with _routed(self.shell), captured(execution.write):
             in_code.set()  # before the thread starts: a Stop that comes at once must still reach the code
             thread.start()
             self.executed.append(code)
@@ -194,9 +204,16 @@ class CodeRunner:
                 raise
         return execution
 
+    def transform(self, code: str) -> str:
+        """``code`` as plain Python (IPython syntax transformed), kept for the :meth:`run` of the same code that
+        follows (the journal of undo reads it first)."""
+        self._transformed = (code, self.shell.transform_cell(code))
+        return self._transformed[1]
+
     def compile(self, code: str) -> _Compiled:
         """Compile IPython syntax into the statements and the final expression; raise SyntaxError."""
-        source = self.shell.transform_cell(code)
+        transformed, self._transformed = self._transformed, None
+        source = transformed[1] if transformed and transformed[0] == code else self.shell.transform_cell(code)
         name = f"<agent code {next(_names)}>"
         # Registered with linecache so that tracebacks show the code's lines, as they do for a cell.
         linecache.cache[name] = (len(source), None, source.splitlines(keepends=True), name)
@@ -322,6 +339,10 @@ class _RoutedStream:
     def flush(self) -> None:
         if _CAPTURE.get() is None:
             self.original.flush()
+
+    def fileno(self) -> int:
+        """In the code: the descriptor it stands for (captured meanwhile); ipykernel's is its log's."""
+        return (1 if self.kind == "stdout" else 2) if _CAPTURE.get() is not None else int(self.original.fileno())
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.original, name)

@@ -18,13 +18,16 @@ writes is evaluated, except the code of an approved ``run_python`` call.
 
 from __future__ import annotations
 
+import contextlib
 import linecache
 import re
 import sys
 import traceback
+from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
+from ...journal import changes_display
 from ...record.images import IMAGE_TYPES, Image, images_for_model
 from ...secrets import redact_text, restore
 from ...text import cut, short, take_lines
@@ -32,6 +35,7 @@ from ...tools import MAX_OUTPUT_CHARS, Display, Tool, ToolContext, ToolError, To
 from .code_runner import CodeRunner, Execution
 from .describe import describe, one_line, size_hint, type_name
 from .tracebacks import cell_names, cell_number, format_error
+from .undo import journals_of
 
 RUN_PYTHON_TIMEOUT = 300.0
 """Seconds a run_python call may take before it is stopped like an aborted one."""
@@ -56,6 +60,8 @@ class KernelTools:
     def __init__(self, shell: Any, *, images: bool = False):
         self.shell = shell
         self.runner = CodeRunner(shell)
+        self.journals = journals_of(shell)
+        """The kernel's journals of what runs did to the namespace (``%agent_undo`` takes them back)."""
         self.send_images = images
         self.executed_calls: list[tuple[str, str]] = []
         """(call_id, code) of each piece of code run_python ran, in order (``--cells`` writes them)."""
@@ -149,12 +155,14 @@ class KernelTools:
             raise ValueError("run_python does not start another %%agent run")
         restore(code, where="code")  # a marker in code: refused, saying what to use instead
         ran = len(self.runner.executed)
+        changed: list[Display] = []
         try:
-            execution = await self.runner.run(code)
+            with self.journaled(code, ctx.run_id, changed):
+                execution = await self.runner.run(code)
         finally:
             if len(self.runner.executed) > ran:
                 self.executed_calls.append((ctx.call_id, self.runner.executed[-1]))
-        displays = [Display(o.data, o.metadata) for o in execution.rich]
+        displays = [Display(o.data, o.metadata) for o in execution.rich] + changed
         if execution.error is not None:
             text = execution.text()
             raise CodeFailed(f"{short(redact_text(execution.error.partition(chr(10))[0]), 200)}\n{text}", displays)
@@ -163,6 +171,24 @@ class KernelTools:
             images, notes = await in_thread(self.model_images, {"execution": execution}, "run_python images")
         text = execution.text(notes)
         return ToolOutput(text, images, displays) if images or displays else text
+
+    @contextlib.contextmanager
+    def journaled(self, code: str, run_id: str, changed: list[Display]) -> Iterator[None]:
+        """Around running ``code``: the run's journal of the namespace (:mod:`agentkernel.journal`) notes what it
+        can reach before and what it changed after, whatever happened meanwhile (an error, Stop); ``changed`` gets
+        the display naming the changed variables."""
+        try:
+            source = self.runner.transform(code)
+        except Exception:  # the runner reports it when it compiles the code
+            source = ""
+        journal = self.journals.run(run_id)
+        namespace = self.shell.user_ns
+        call = journal.before(namespace, source)
+        try:
+            yield
+        finally:
+            if (display := changes_display(journal.after_call(namespace, call))) is not None:
+                changed.append(display)
 
     def model_images(self, execution: Execution) -> tuple[list[Image], dict[int, str]]:
         """The images of an execution to send to the model (see :func:`~agentkernel.record.images.images_for_model`),

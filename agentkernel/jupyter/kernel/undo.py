@@ -7,16 +7,21 @@ them at once (docs/notebook-protocol.md): the added cells are removed, the edite
 whose source is no longer what the run wrote (the user changed it, or a later run did) is left as it is and named;
 it stays in the log, so undoing again once it is back as the run left it takes it back too. Only JupyterLab and
 Notebook 7 with the extension can change cells; elsewhere the undo says why it cannot, in one line.
+
+The same undo takes back what the run's ``run_python`` calls did to the kernel's variables (:mod:`agentkernel.journal`,
+one journal per run id, so a served session or a background run is one unit too): this part needs no front end.
 """
 
 from __future__ import annotations
 
 import asyncio
 import html
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...journal import Journal, Journals, Outcome
 from ...secrets import redact_text
 from .notebook import ExecuteRequest, NotebookBridge, NotebookUnavailable
 
@@ -68,6 +73,8 @@ class RunChanges:
     cells: dict[str, CellChange] = field(default_factory=dict)
     notebook: str = ""
     """The path of the notebook the run changed, as the extension names it ("" when it did not say)."""
+    born: float = field(default_factory=time.monotonic)
+    """When its first change was logged (the default undo takes the newest run, cells or variables)."""
 
     def added(self, cell_id: str, cell_type: str, source: str, call_id: str) -> None:
         self.cells[cell_id] = CellChange(cell_id, cell_type, True, source, call_id=call_id)
@@ -140,13 +147,78 @@ class ChangeLog:
         return run
 
 
+def journals_of(shell: Any) -> Journals:
+    """The journals of what ``shell``'s kernel's runs did to its variables (made on first use)."""
+    journals = getattr(shell, "_agentkernel_journals", None)
+    if journals is None:
+        journals = shell._agentkernel_journals = Journals()
+    return journals
+
+
+def _found(shell: Any, run_id: str) -> tuple[RunChanges | None, Journal | None] | str:
+    """What is left to undo of ``run_id`` (by default the newest run with something left): its cells and its
+    journal (None: nothing there), or why there is nothing."""
+    log, journals = ChangeLog.of(shell), journals_of(shell)
+    if not run_id:
+        left = [(run.born, run_id) for run_id, run in log.runs.items() if run.cells]
+        left += [(journal.born, run_id) for run_id, journal in journals.runs.items() if not journal.empty]
+        if not left:
+            if any(journal.calls for journal in journals.runs.values()):
+                return "nothing left to undo: the changes of this kernel's runs have been taken back"
+            found = log.find()
+            assert isinstance(found, str)
+            return found
+        run_id = max(left)[1]
+    run, journal = log.runs.get(run_id), journals.runs.get(run_id)
+    if journal is None or not journal.calls:
+        found = log.find(run_id)
+        return found if isinstance(found, str) else (found, None)
+    if (run is None or not run.cells) and journal.empty:
+        return f"nothing left to undo of run {run_id}"
+    return (run if run is not None and run.cells else None), (None if journal.empty else journal)
+
+
 async def undo(shell: Any, run_id: str = "", *, session: str | None = None) -> str:
-    """Take back the notebook changes of ``run_id`` (by default the last run that changed it); one line saying what
-    was done, or why not. ``session``: the client session asking (by default the running cell's)."""
-    found = ChangeLog.of(shell).find(run_id)
+    """Take back what ``run_id`` (by default the newest run with something left to undo) did to the notebook and to
+    the kernel's variables, in one step; one line saying what was done, what was left, or why not. The variables
+    are taken back wherever the kernel runs; the cells where the extension answers. ``session``: the client session
+    asking (by default the running cell's)."""
+    found = _found(shell, run_id)
     if isinstance(found, str):
         return found
-    run = found
+    run, journal = found
+    cells = await _undo_cells(shell, run, session) if run is not None else ""
+    if journal is None:
+        return cells
+    return together(journal, journal.undo(shell.user_ns), cells)
+
+
+def undo_variables(shell: Any, run_id: str = "") -> str:
+    """Take back what ``run_id`` did to the kernel's variables only (where the front end cannot be asked)."""
+    found = _found(shell, run_id)
+    if isinstance(found, str):
+        return found
+    run, journal = found
+    if journal is None:
+        return ""
+    return together(journal, journal.undo(shell.user_ns))
+
+
+def together(journal: Journal, outcome: Outcome, cells: str = "") -> str:
+    """One line for an undo: the cells' part (``cells``, as :func:`_outcome` says it), the variables' part, and what
+    no undo takes back."""
+    calls = f"{journal.calls} run_python call{'s' * (journal.calls != 1)}"
+    outside = f"what the code of its {calls} did outside the kernel's variables (files, requests) is not undone"
+    said = outcome.line() or "they were already as before the run"
+    if cells:
+        return f"{cells}; variables: {said}; {outside}"
+    head = "undid" if outcome.restored and not outcome.left else "undid part of" if outcome.restored else \
+        "did not undo"
+    return f"{head} run {journal.run_id}: {said}; {outside}"
+
+
+async def _undo_cells(shell: Any, run: RunChanges, session: str | None) -> str:
+    """Take back the notebook changes of ``run``; the line saying so, or why not."""
     bridge = NotebookBridge.of(shell)
     opened = bridge.front_end is None  # a run still going keeps its comm; otherwise say hello for this undo
     if opened:

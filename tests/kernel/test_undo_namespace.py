@@ -1,0 +1,130 @@
+"""``%agent_undo`` takes back what a run's ``run_python`` calls did to the kernel's variables, in a real kernel with
+no front end: names the run made are removed, rebound and deleted ones get their objects back, objects changed in
+place get their contents back in place (another name holding the same frame sees it); a name the user changed since
+is left and named; an object over the budget and an uncopyable one are named; a 300 MB object the run never names
+is never copied (the kernel's memory does not grow by it); the record names, per call, the variables it changed;
+``jupyter console`` (no cell id) undoes the same. The journal's own properties are tests/unit/test_journal.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+from kernel_client import Cell, KernelSession, kernel_fixtures
+
+pytest.importorskip("pandas")
+
+SETUP = """\
+%reset -f
+%autoawait True
+%config AgentMagics.transcripts = False
+%config AgentMagics.undo_budget = 256
+import os
+for _name in ("CI", "AGENTKERNEL_NONINTERACTIVE"):
+    os.environ.pop(_name, None)
+get_ipython()._agentkernel_journals = None
+get_ipython()._agentkernel_changes = None
+from agentkernel import Call, ScriptedModel
+import numpy as np, pandas as pd
+"""
+
+DATA = """\
+df = pd.DataFrame({"city": ["Oslo", "Lima", "Pune"], "rain": [3.0, 0.0, 1.5], "wind": [1, 2, 3]})
+view = {"frame": df}
+arr = np.arange(6.0)
+rows = [1, [2]]
+config = {"k": 1}
+model = "untrained"
+"""
+
+CALLS = [
+    "df.drop(columns=['wind'], inplace=True)\narr[:] = 0\nrows[1].append(3)\ndel config",
+    "df['wet'] = df.rain > 1\nmodel = 'fitted'\ntmp = [1, 2]",
+]
+
+
+def run(kernel: KernelSession, calls: list[str], *, console: bool = False) -> Cell:
+    """A scripted %%agent cell (writes allowed) whose model runs each piece of code with run_python."""
+    script = ", ".join(f"Call('run_python', {{'code': {code!r}}})" for code in calls)
+    kernel.ok(f"m = ScriptedModel([{script}, 'done'])")
+    cell = kernel.submit("%%agent -m m --allow-writes\ngo", console=console).wait(60)
+    assert cell.status == "ok" and not cell.errors, cell.describe()
+    return cell
+
+
+def undo(kernel: KernelSession, line: str = "", *, console: bool = False) -> str:
+    cell = kernel.submit(f"%agent_undo {line}".strip(), console=console).wait(60)
+    assert cell.status == "ok" and cell.stdout.count("\n") == 1, cell.describe()
+    return cell.stdout.strip()
+
+
+def record_text(cell: Cell) -> str:
+    return "\n".join(str(bundle.get("text/markdown", "")) + str(bundle.get("text/plain", ""))
+                     for bundle in cell.displays)
+
+
+def test_one_undo_gives_back_the_variables_and_names_what_no_undo_takes_back(kernel: KernelSession):
+    kernel.ok(DATA)
+    cell = run(kernel, CALLS)
+    record = record_text(cell)
+    assert "df (in place), arr (in place), rows (in place), config (deleted)" in record
+    assert "df (in place), model (rebound), tmp (new)" in record
+    assert kernel.value("list(df.columns)") == ["city", "rain", "wet"]
+
+    said = undo(kernel)
+    run_id = kernel.value("_agent.run_id")
+    assert said.startswith(f"undid run {run_id}: restored 6 variables: ")
+    for part in ("df (contents)", "arr (contents)", "rows (contents)", "config (brought back)", "model (rebound)",
+                 "tmp (removed)"):
+        assert part in said
+    assert said.endswith("what the code of its 2 run_python calls did outside the kernel's variables (files, "
+                         "requests) is not undone")
+    assert kernel.value("list(df.columns)") == ["city", "rain", "wind"]
+    assert kernel.value("view['frame'] is df and df.rain.tolist() == [3.0, 0.0, 1.5]")  # restored in place
+    assert kernel.value("arr.tolist()") == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert kernel.value("[rows, config, model, 'tmp' in dir()]") == [[1, [2]], {"k": 1}, "untrained", False]
+    assert undo(kernel, run_id) == f"nothing left to undo of run {run_id}"
+
+
+def test_a_variable_the_user_changed_since_the_run_is_left_and_named(kernel: KernelSession):
+    kernel.ok(DATA)
+    run(kernel, CALLS)
+    kernel.ok("model = 'mine'\nrows.append('mine')")
+    said = undo(kernel)
+    assert "left as they are, changed since the run: model, rows" in said
+    assert kernel.value("[model, rows, list(df.columns)]") == ["mine", [1, [2, 3], "mine"], ["city", "rain", "wind"]]
+    kernel.ok("model = 'fitted'\nrows.pop()")  # as the run left them: the next undo takes them back
+    assert "rows (contents), model (rebound)" in undo(kernel)
+    assert kernel.value("[model, rows]") == ["untrained", [1, [2]]]
+
+
+def test_over_the_budget_and_uncopyable_objects_are_named(kernel: KernelSession, tmp_path):
+    kernel.ok(f"%config AgentMagics.undo_budget = 1\nbig = np.zeros(2**18)\nf = open({str(tmp_path / 'x')!r}, 'w')")
+    run(kernel, ["big[0] = 1\nf.write('x')\nnote = 'kept'"])
+    said = undo(kernel)
+    assert "note (removed)" in said
+    assert "not restored: big (2 MB, over the 1 MB budget: not copied), f (an open file or stream: not copied)" \
+        in said
+    assert kernel.value("big[0]") == 1.0
+
+
+def test_a_300_mb_object_the_run_never_names_is_never_copied(kernel: KernelSession):
+    kernel.ok("%config AgentMagics.undo_budget = 2048\nhuge = np.ones(300 * 2**20 // 8)\nsmall = [1]\n"
+              "def rss():\n    return int(open('/proc/self/statm').read().split()[1]) * os.sysconf('SC_PAGE_SIZE')")
+    before = kernel.value("rss()")
+    run(kernel, ["small.append(2)"])
+    grown = kernel.value("rss()") - before
+    assert grown < 100 * 2**20, f"the kernel grew by {grown / 2**20:.0f} MB"
+    assert kernel.value("get_ipython()._agentkernel_journals.runs[_agent.run_id].kept") < 2**20
+    assert "small (contents)" in undo(kernel)
+    kernel.ok("del huge")
+
+
+def test_jupyter_console_undoes_the_variables_without_a_front_end(kernel: KernelSession):
+    kernel.ok("rows = [1]")
+    run(kernel, ["rows.append(2)\nnew = 1"], console=True)
+    said = undo(kernel, console=True)
+    assert said.startswith("undid run ") and "rows (contents), new (removed)" in said
+    assert kernel.value("[rows, 'new' in dir()]") == [[1], False]
+
+
+session, kernel = kernel_fixtures("undo_namespace", SETUP)
