@@ -188,7 +188,7 @@ def foreground_reason(state: KernelState) -> str | None:
 
 def in_the_foreground(why: str) -> str:
     """The one line a ``--background`` cell run in the foreground prints."""
-    return f"agentkernel: --background runs in the foreground here ({why}), so its output stays in this cell"
+    return f"agentkernel: --background runs in the foreground here: {why}. Its output stays in this cell."
 
 
 async def play(state: KernelState, run: CellRun) -> None:
