@@ -20,6 +20,7 @@ Status = Literal[
     "hit_wall_clock",
     "hit_tool_call_cap",
     "hit_cost_cap",        # the next request's input, or its output past a cut, would pass --max-cost
+    "gateway_budget",      # the LLM gateway refused a request: the key's budget is spent
 ]
 """Every way a run ends. Its code, shown in error cells, is the upper-case form (``REPEATED_TOOL_CALL``)."""
 

@@ -196,12 +196,17 @@ class _Remembered:
     items repeat the same names and types): one dictionary look for a text seen before."""
 
     LIMIT = 4096
+    LONGEST = 4096
+    """Texts longer than this many characters are redacted each time, not remembered: what the cache holds stays
+    bounded (an outside agent's megabytes of arguments are not kept alive by it)."""
 
     def __init__(self, secrets: SecretSet):
         self.secrets = secrets
         self.seen: dict[str, str] = {}
 
     def redact(self, text: str) -> str:
+        if len(text) > self.LONGEST:
+            return self.secrets.redact(text)
         clean = self.seen.get(text)
         if clean is None:
             if len(self.seen) >= self.LIMIT:

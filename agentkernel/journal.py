@@ -52,7 +52,7 @@ import time
 import types
 import zlib
 from collections import OrderedDict, deque
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator, Set
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -69,7 +69,7 @@ MAX_FOLLOWED = 500
 CHANGES_MIME = "application/vnd.agentkernel.changes+json"
 """The display a ``run_python`` call's result carries naming the variables it changed (:func:`changes_display`)."""
 
-DYNAMIC_NAMES = frozenset({"exec", "eval", "globals", "locals", "get_ipython", "__import__", "__builtins__",
+DYNAMIC_NAMES = frozenset({"exec", "eval", "globals", "locals", "vars", "get_ipython", "__import__", "__builtins__",
                            "__main__"})
 """Names whose use lets code reach any variable without naming it."""
 
@@ -94,67 +94,79 @@ class Reach:
 
     names: frozenset[str]
     """Every name it loads, stores or deletes (over-approximated: a local of a nested function counts too)."""
+    order: tuple[str, ...] = ()
+    """The names in the order the code first writes them (those found in the code of functions it calls after)."""
     dynamic: str = ""
     """Why it may reach any name without naming it (``"exec"``, ``"globals()"``, ...), or empty."""
 
 
-def reach(source: str) -> Reach:
-    """The names ``source`` (plain Python: IPython syntax already transformed) can reach; unparsable code (which
-    will not run) reaches nothing."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return Reach(frozenset())
-    names: set[str] = set()
-    dynamic = ""
-    for node in ast.walk(tree):
-        found: Iterable[str] = ()
-        if isinstance(node, ast.Name):
-            found = (node.id,)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            found = (node.name,)
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            found = node.names
-        elif isinstance(node, ast.alias):
-            if node.name == "*":
-                dynamic = dynamic or "from ... import *"
-            found = ((node.asname or node.name).split(".")[0], node.name.split(".")[0])
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            found = (node.name,)
-        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-            found = (node.name,)
-        elif isinstance(node, ast.MatchMapping) and node.rest:
-            found = (node.rest,)
-        elif isinstance(node, ast.Attribute) and node.attr == "modules" and isinstance(node.value, ast.Name) \
-                and node.value.id == "sys":
-            dynamic = dynamic or "sys.modules"
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "vars" \
-                and not node.args:
-            dynamic = dynamic or "vars()"
-        names.update(found)
-    if not dynamic and (used := names & DYNAMIC_NAMES):
-        first = min(used)
-        dynamic = f"{first}()" if first in ("globals", "locals", "get_ipython") else first
-    return Reach(frozenset(names), dynamic)
+def reach(code: str | Iterable[types.CodeType]) -> Reach:
+    """The names ``code`` can reach: its source (plain Python: IPython syntax already transformed; unparsable code,
+    which will not run, reaches nothing) or the code objects compiled from it.
+
+    They are read from the compiled code: every name a code object and the code nested in it (functions, lambdas,
+    comprehensions, classes) loads, stores or deletes as a global or a name is in its ``co_names`` (with the
+    attribute names, which only widen it), in the order the code first uses them."""
+    if isinstance(code, str):
+        try:
+            code = [compile(code, "<code>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)]
+        except (SyntaxError, ValueError):
+            return Reach(frozenset())
+    todo = list(code)
+    if len(todo) == 1 and not any(isinstance(c, types.CodeType) or c == ("*",) for c in todo[0].co_consts):
+        plain = todo[0].co_names  # the common case: one piece of code, nothing nested
+        return Reach(frozenset(plain), plain, _dynamic(frozenset(plain)))
+    names: dict[str, None] = {}
+    star = False
+    while todo:
+        one = todo.pop(0)
+        names.update(dict.fromkeys(one.co_names))
+        for const in one.co_consts:
+            if isinstance(const, types.CodeType):
+                todo.append(const)
+            elif const == ("*",):
+                star = True
+    return Reach(frozenset(names), tuple(names), _dynamic(names.keys(), star))
+
+
+def _dynamic(names: Set[str], star: bool = False) -> str:
+    """How code using ``names`` reaches names without naming them, or empty."""
+    if star:
+        return "from ... import *"
+    if DYNAMIC_NAMES.isdisjoint(names) and "modules" not in names:
+        return ""
+    if "modules" in names and "sys" in names:
+        return "sys.modules"
+    used = names & DYNAMIC_NAMES
+    if not used:
+        return ""
+    first = min(used)
+    return f"{first}()" if first in ("globals", "locals", "get_ipython", "vars") else first
 
 
 def widen(namespace: dict[str, Any], found: Reach) -> Reach:
     """``found`` with the names used by the code of the notebook's functions, classes and instances it names,
     followed transitively (calling ``f()`` reaches what ``f`` uses)."""
+    todo = [value for name in found.names if (value := namespace.get(name, MISSING)) is not MISSING
+            and (type(value) in _FOLLOWED or type(value).__module__ == "__main__")]
+    if not todo:
+        return found
     names = set(found.names)
     dynamic = found.dynamic
-    todo = [namespace[name] for name in found.names if name in namespace]
     seen: set[int] = set()
     while todo and len(seen) < MAX_FOLLOWED:
         value = todo.pop()
         for code in _codes(value, namespace, seen):
             used = _code_names(code)
-            if not dynamic and (hit := used & DYNAMIC_NAMES):
-                dynamic = f"{min(hit)} in {code.co_name}"
+            if not dynamic and (how := _dynamic(used)):
+                dynamic = f"{how} in {code.co_name}"
             new = used - names
             names |= new
             todo.extend(namespace[name] for name in new if name in namespace)
-    return Reach(frozenset(names), dynamic)
+    return Reach(frozenset(names), found.order + tuple(sorted(names - found.names)), dynamic)
+
+
+_FOLLOWED = (types.FunctionType, types.MethodType, type)
 
 
 def _codes(value: Any, namespace: dict[str, Any], seen: set[int]) -> Iterator[types.CodeType]:
@@ -195,6 +207,8 @@ def _code_names(code: types.CodeType) -> set[str]:
 # -- objects: kinds, sizes, copies, fingerprints ------------------------------------------------------------------
 
 _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), range, type(Ellipsis), slice)
+_SCALARS = frozenset({int, float, complex, str, bytes, bool, type(None)})
+_CONTAINERS = frozenset({list, dict, set, tuple, frozenset, deque, bytearray})
 _CODE = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType, type,
          types.MethodWrapperType, types.WrapperDescriptorType)
 _UNCOPYABLE: tuple[tuple[type, str], ...] = (
@@ -212,6 +226,8 @@ _UNCOPYABLE: tuple[tuple[type, str], ...] = (
 
 def uncopyable(value: Any) -> str:
     """Why ``value`` is not copied (``"an open file or stream"``, ``"a GPU tensor"``), or empty."""
+    if type(value) in _CONTAINERS:
+        return ""
     for kind, why in _UNCOPYABLE:
         if isinstance(value, kind):
             return why
@@ -234,7 +250,7 @@ def module_of(value: Any) -> str:
 
 def is_immutable(value: Any, depth: int = 3) -> bool:
     """Whether ``value`` cannot change in place (scalars, strings, tuples and frozensets of such)."""
-    if isinstance(value, _IMMUTABLE):
+    if type(value) in _IMMUTABLE or isinstance(value, _IMMUTABLE):
         return True
     if isinstance(value, (tuple, frozenset)) and depth > 0 and len(value) <= SAMPLE:
         return all(is_immutable(item, depth - 1) for item in value)
@@ -248,6 +264,11 @@ def is_code(value: Any) -> bool:
 
 def estimate_size(value: Any) -> int:
     """Bytes ``value`` holds, estimated without copying it or visiting all of a large container."""
+    kind = type(value)
+    if kind in _CONTAINERS and len(value) <= 16:  # a small flat container, the common case: at once
+        items = value.values() if kind is dict else value
+        if all(type(item) in _SCALARS for item in items):
+            return sys.getsizeof(value) + sum(map(sys.getsizeof, items)) * (1 + (kind is dict))
     return _size(value, set(), 4)
 
 
@@ -295,21 +316,46 @@ def fingerprint(value: Any) -> Hashable | None:
     """A cheap digest of ``value``'s contents: equal before and after unless it changed (None: it cannot be read).
 
     The CRC of its pickle, with array buffers (NumPy, pandas) passed out of band and read in place."""
-    buffers: list[pickle.PickleBuffer] = []
     try:
-        data = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+        data, buffers = _pickled(value)
     except Exception:
         return None
-    crc = zlib.crc32(data)
-    sizes = []
+    return _digest(value, data, buffers)
+
+
+def snapshot(value: Any) -> tuple[Any, Hashable | None, int]:
+    """A copy of ``value``'s contents, its fingerprint and the bytes the copy holds, from one pickle of it (its array
+    buffers copied once); where it does not pickle, ``copy.deepcopy`` (no fingerprint). Raises what copying raises."""
+    try:
+        data, buffers = _pickled(value)
+    except Exception:
+        duplicate = copy.deepcopy(value)
+        return duplicate, None, max(estimate_size(value), estimate_size(duplicate))
+    copies = [bytearray(raw) for raw in buffers]
+    try:
+        duplicate = pickle.loads(data, buffers=copies)
+    except Exception:
+        duplicate = copy.deepcopy(value)
+    return duplicate, _digest(value, data, buffers), len(data) + sum(len(c) for c in copies)
+
+
+def _pickled(value: Any) -> tuple[bytes, list[memoryview]]:
+    buffers: list[pickle.PickleBuffer] = []
+    data = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+    raws = []
     for buffer in buffers:
         try:
-            raw = buffer.raw()
+            raws.append(buffer.raw())
         except BufferError:  # not contiguous
-            raw = memoryview(bytes(memoryview(buffer)))
+            raws.append(memoryview(bytes(memoryview(buffer))))
+    return data, raws
+
+
+def _digest(value: Any, data: bytes, buffers: list[memoryview]) -> Hashable:
+    crc = zlib.crc32(data)
+    for raw in buffers:
         crc = zlib.crc32(raw, crc)
-        sizes.append(raw.nbytes)
-    return type(value).__qualname__, len(data), tuple(sizes), crc
+    return type(value).__qualname__, len(data), tuple(raw.nbytes for raw in buffers), crc
 
 
 def restore_contents(target: Any, saved: Any) -> bool:
@@ -447,6 +493,8 @@ class Journal:
     dynamic: set[str] = field(default_factory=set)
     """How its code reached names without naming them (``globals()``...)."""
     born: float = field(default_factory=time.monotonic)
+    epoch: object = None
+    """The ``epoch`` of the last call (see :meth:`before`)."""
 
     @property
     def kept(self) -> int:
@@ -454,13 +502,24 @@ class Journal:
         return sum(s.size for s in self.saved.values() if not s.dropped)
 
     @property
+    def names(self) -> int:
+        """How many variables the run changed that an undo can take back or name."""
+        return len(self.bindings.keys() | self.after.keys() | self.lost.keys()
+                   | {name for saved in self.saved.values() for name in saved.names})
+
+    @property
     def empty(self) -> bool:
         """Nothing left to undo or to name."""
         return not self.bindings and not self.saved and not self.lost and not self.dynamic
 
-    def before(self, namespace: dict[str, Any], source: str) -> Call:
-        """Before ``source`` runs in ``namespace``: what it can reach, copied within the budget."""
-        found = widen(namespace, reach(source))
+    def before(self, namespace: dict[str, Any], code: str | Iterable[types.CodeType], epoch: object = None) -> Call:
+        """Before ``code`` (see :func:`reach`) runs in ``namespace``: what it can reach, copied within the budget.
+
+        ``epoch`` (the shell's execution count) tells whether anyone else can have run code since the run's last
+        call; only then are the names that call left looked at again (someone else's change is left by the undo)."""
+        found = widen(namespace, reach(code))
+        others = epoch is None or epoch != self.epoch
+        self.epoch = epoch
         if found.dynamic:
             self.dynamic.add(found.dynamic)
             bindings = dict(namespace)
@@ -473,7 +532,7 @@ class Journal:
             value = bindings[name]
             if value is MISSING:
                 continue
-            if name in self.after and name not in self.meddled and self._changed_since(name, value):
+            if others and name in self.after and name not in self.meddled and self._changed_since(name, value):
                 self.meddled.add(name)
             if id(value) in call.copies or id(value) in self.saved or is_immutable(value) or is_code(value):
                 continue
@@ -481,22 +540,31 @@ class Journal:
                 self.lost.setdefault(name, f"{name} ({why}: not copied)")
                 continue
             size = estimate_size(value)
-            if size > self.owner.room() - used and size > self.owner.make_room(self, size + used) - used:
-                self.lost.setdefault(name, f"{name} ({_mb(size)}, over the {_mb(self.owner.budget)} budget: "
-                                           "not copied)")
+            if not self._fits(size, used):
+                self.lost.setdefault(name, self._over(name, size))
                 continue
             try:
-                duplicate = copy.deepcopy(value)
+                duplicate, print_before, size = snapshot(value)
             except Exception as e:
                 self.lost.setdefault(name, f"{name} (a {type(value).__name__} that cannot be copied: "
                                            f"{type(e).__name__})")
                 continue
-            call.copies[id(value)] = (value, duplicate, size, fingerprint(value))
+            if not self._fits(size, used):  # larger than it looked (objects in a frame's columns)
+                self.lost.setdefault(name, self._over(name, size))
+                continue
+            call.copies[id(value)] = (value, duplicate, size, print_before)
             used += size
         return call
 
+    def _fits(self, size: int, used: int) -> bool:
+        """Whether a copy of ``size`` bytes fits in the budget beside ``used`` (dropping older runs' copies)."""
+        return size <= self.owner.room() - used or size <= self.owner.make_room(self, size + used) - used
+
+    def _over(self, name: str, size: int) -> str:
+        return f"{name} ({_mb(size)}, over the {_mb(self.owner.budget)} budget: not copied)"
+
     def after_call(self, namespace: dict[str, Any], call: Call) -> list[Change]:
-        """After the code ran: the names it changed (kept in the journal), in namespace order (deleted ones last)."""
+        """After the code ran: the names it changed (kept in the journal), in the order the code names them."""
         self.calls += 1
         changes: dict[str, How] = {}
         prints: dict[int, Hashable | None] = {}
@@ -517,9 +585,9 @@ class Journal:
             names = [name for name in call.reach.names if call.bindings.get(name, MISSING) is obj]
             self.saved[ident] = Saved(obj, duplicate, size, names, print_after)
             changes.update((name, "in place") for name in names if namespace.get(name, MISSING) is obj)
-        reached = {id(call.bindings[name]) for name in call.reach.names if call.bindings[name] is not MISSING}
-        for ident, saved in self.saved.items():  # changed in place in an earlier call: again in this one?
-            if ident in reached and ident not in call.copies:
+        reached = {id(call.bindings[name]) for name in call.reach.names} if self.saved else set()
+        for ident in reached - call.copies.keys():  # changed in place in an earlier call: again in this one?
+            if (saved := self.saved.get(ident)) is not None:
                 prints[ident] = now_print = fingerprint(saved.obj)
                 if now_print != saved.after:
                     saved.after = now_print
@@ -532,7 +600,9 @@ class Journal:
             else:
                 known = prints.get(id(now), MISSING)
                 self.after[name] = State(id(now), self._print(now) if known is MISSING else known)
-        order = {name: i for i, name in enumerate(namespace)}
+        if len(changes) < 2:
+            return [Change(name, how) for name, how in changes.items()]
+        order = {name: i for i, name in enumerate(call.reach.order)}
         return [Change(name, how) for name, how in sorted(changes.items(), key=lambda c: order.get(c[0], len(order)))]
 
     def _print(self, value: Any) -> Hashable | None:

@@ -41,6 +41,7 @@ from .models.base import (
     ContextOverflowError,
     FunctionCallEvent,
     FunctionCallProgress,
+    GatewayBudgetError,
     Model,
     ModelError,
     ModelRequest,
@@ -299,6 +300,8 @@ class AgentLoop:
                 if trip := await self._overflowed(e):
                     return trip
                 continue
+            except GatewayBudgetError as e:
+                return Trip("gateway_budget", str(e))
             except ModelError as e:
                 return Trip("fatal_error", str(e) or type(e).__name__)
             self.overflows = 0

@@ -54,7 +54,8 @@ SEMCONV = "1.44"
 ``opentelemetry-semantic-conventions`` 0.66b2 holds them; the GenAI conventions are still marked in development)."""
 CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 GUARDS = ("repeated_tool_call", "no_progress", "tool_failure", "context_overflow")
-BUDGETS = ("hit_iteration_cap", "hit_token_cap", "hit_wall_clock", "hit_tool_call_cap", "hit_cost_cap")
+BUDGETS = ("hit_iteration_cap", "hit_token_cap", "hit_wall_clock", "hit_tool_call_cap", "hit_cost_cap",
+           "gateway_budget")
 MAX_CONTENT = 8192
 """Characters of one content attribute (a tool's output can be 50,000)."""
 

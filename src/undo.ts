@@ -1,10 +1,12 @@
 /**
  * The Undo button of a finished run's record: a renderer of `application/vnd.agentkernel.undo+json`
- * (`{"run_id": str, "cells": int}`), an output the kernel shows below a run that changed the notebook.
+ * (`{"run_id": str, "cells": int, "variables"?: int}`), an output the kernel shows below a run that changed the
+ * notebook or the kernel's variables.
  *
  * A click runs `%agent_undo RUN_ID` in the notebook's kernel as a silent execute request (no execution count, no
  * output in any cell) and shows the one line it prints beside the button. The kernel does the undo: it asks this
- * extension, over the `agentkernel.notebook` comm, to `restore` the cells the run changed. Where the extension is not
+ * extension, over the `agentkernel.notebook` comm, to `restore` the cells the run changed, and takes back its
+ * variables itself. Where the extension is not
  * installed the output's text/plain says how to undo (`%agent_undo RUN_ID`).
  */
 
@@ -31,7 +33,7 @@ export class UndoButton extends Widget implements IRenderMime.IRenderer {
     super();
     this.addClass('jp-agentkernel-undo');
     this.button.className = 'jp-mod-styled jp-mod-warn';
-    this.button.textContent = "Undo this run's notebook changes";
+    this.button.textContent = 'Undo this run';
     this.button.onclick = () => void this.undo();
     this.line.className = 'jp-agentkernel-undo-line';
     this.node.append(this.button, this.line);
@@ -43,8 +45,7 @@ export class UndoButton extends Widget implements IRenderMime.IRenderer {
     this.runId = RUN_ID.test(runId) ? runId : '';
     this.button.disabled = !this.runId;
     this.button.title = this.runId ? `%agent_undo ${this.runId}` : 'this output names no run';
-    const cells = typeof data.cells === 'number' ? data.cells : 0;
-    this.line.textContent = `run ${this.runId} changed ${cells} cell${cells === 1 ? '' : 's'}`;
+    this.line.textContent = `run ${this.runId} changed ${changedLine(data)}`;
   }
 
   private async undo(): Promise<void> {
@@ -81,6 +82,19 @@ export class UndoButton extends Widget implements IRenderMime.IRenderer {
     // Undone (or nothing left to undo): done. Anything else (cells the user changed, no kernel run): try again later.
     this.button.disabled = /^(undid run|nothing left)/.test(text);
   }
+}
+
+/** What a run changed, as its Undo output counts it: `3 cells and 2 variables` (numbers only: anything else is
+ * counted as none). */
+export function changedLine(data: JSONObject): string {
+  const count = (value: unknown) => (typeof value === 'number' && Number.isInteger(value) && value > 0 ? value : 0);
+  const cells = count(data.cells);
+  const variables = count(data.variables);
+  const parts = [`${cells} cell${cells === 1 ? '' : 's'}`];
+  if (variables) {
+    parts.push(`${variables} variable${variables === 1 ? '' : 's'}`);
+  }
+  return parts.join(' and ');
 }
 
 /** The line shown beside the button for what the kernel `said`: IPython's raw error for a magic that is not there

@@ -30,10 +30,11 @@ from ..stop import StopSignal
 from .approvals import asks_on_terminal
 from .errors import STOP_ERRORS, AgentConfigError, RunInterrupted
 from .exits import exit_refused
-from .options import AgentOptions, split_line
+from .options import AgentOptions, split_line, usage_line, wants_help
 from .plan import RunPlan, RunTools
 
 if TYPE_CHECKING:
+    from ..gateway import RunBudget
     from ..instructions import Instruction
     from ..loop import AgentLoop
     from ..skills import Skills
@@ -95,11 +96,16 @@ class CellRun:
     """The panel's display, emptied when the run ends (None where no panel is shown: a terminal or a console)."""
     background: bool = False
     """With ``--background``: the cell ends once the run has started (see :mod:`agentkernel.jupyter.background`)."""
+    budget: RunBudget | None = None
+    """The gateway key's budget, read before the run; ``footer`` says it after, below the record."""
+    footer: str = ""
 
 
 async def run_awaited(state: KernelState, line: str, cell: str | None) -> None:
     """A ``%%agent`` cell (or one-line ``%agent``) as the input transformer's ``await`` runs it: start, play,
     finish."""
+    if shows_help(state, line, cell):
+        return
     run = await start(state, line, cell)
     if run.background:
         state.background.start(state, run)
@@ -111,6 +117,8 @@ async def run_awaited(state: KernelState, line: str, cell: str | None) -> None:
 def run_blocking(state: KernelState, line: str, cell: str | None) -> None:
     """A ``%%agent`` cell with autoawait off: the loop runs in a worker thread while the cell blocks, and the kernel
     interrupt stops it (no click reaches a blocking cell, so side-effecting calls are denied)."""
+    if shows_help(state, line, cell):
+        return
     with failed_start(state):
         options, prompt = parse(state, line, cell)
         if options.background:
@@ -119,7 +127,10 @@ def run_blocking(state: KernelState, line: str, cell: str | None) -> None:
         if setup.tools.mcp.wanted:
             raise AgentConfigError("MCP servers run on the kernel's event loop, so a cell that uses them must be "
                                    "awaited: turn %autoawait on (the default in a notebook)")
+        budget = gateway_budget(setup)
         run = launch(state, setup)
+        if budget is not None:
+            run.budget, run.panel.note = budget, budget.before.line()
     context = contextvars.copy_context()  # so the worker thread's output lands in this cell
     done = threading.Event()
     failure: list[BaseException] = []
@@ -143,6 +154,8 @@ def run_blocking(state: KernelState, line: str, cell: str | None) -> None:
     if failure:
         end_panel(run)
         raise failure[0]
+    if run.budget is not None:
+        run.footer = run.budget.after_line()
     finish(state, run)
 
 
@@ -160,12 +173,15 @@ async def start(state: KernelState, line: str, cell: str | None) -> CellRun:
         setup = prepare(state, options, prompt)
         await setup.tools.start()
         await brief(setup)
+        budget = await asyncio.to_thread(gateway_budget, setup)
         if background:
             from ..models.off_loop import OffLoopModel, reads_a_network
 
             if reads_a_network(setup.model):  # its stream goes on while a cell of the user's blocks the loop
                 setup.model = OffLoopModel(setup.model)
         run = launch(state, setup)
+        if budget is not None:
+            run.budget, run.panel.note = budget, budget.before.line()
     run.background = background
     # A background run's calls that touch the kernel wait for the user's cells; a foreground run's are its cell's
     # own, and wait only for another run's call already running.
@@ -204,6 +220,8 @@ async def play(state: KernelState, run: CellRun) -> None:
             publish(state, run, run.loop.result)
         else:  # the loop failed: no record, but no live panel left behind either
             end_panel(run)
+    if run.budget is not None:
+        run.footer = await run.budget.after()
     if run.cells:
         run.cells_left = await run.notebook.write_cells(run.kernel.executed_calls, run.loop.run_id)
 
@@ -222,15 +240,28 @@ def failed_start(state: KernelState) -> Iterator[None]:
         raise
 
 
+def shows_help(state: KernelState, line: str, cell: str | None) -> bool:
+    """Page the help (what ``%%agent?`` shows) when the options ask for it (``--help``, ``-h``): nothing runs."""
+    try:
+        words, _ = split_line(line, cell is not None)
+    except UsageError:  # said when the line is parsed
+        return False
+    if wants_help(words):
+        from IPython.core.page import page
+
+        page(state.settings.agent.__doc__)  # a notebook shows it where it shows %%agent?'s
+    return wants_help(words)
+
+
 def parse(state: KernelState, line: str, cell: str | None) -> tuple[AgentOptions, str]:
     """The cell's options (command line > ``%config`` > environment > default) and its prompt; the option line is
     expanded (``{expression}``, ``$name``) as IPython expands a magic line (the prompt too, later: see
     :func:`expand_prompt`) unless ``--no-expand`` is given or ``%config AgentMagics.expand = False``."""
     try:
-        words, rest = split_line(line)
+        words, rest = split_line(line, cell is not None)
         if "--no-expand" not in words and state.settings.expand:
             if cell is not None or not rest:  # a %%agent line is all options
-                words, rest = split_line(state.expand_text(line))
+                words, rest = split_line(state.expand_text(line), cell is not None)
             else:  # the one-line %agent's prompt is expanded with any prompt, when the run is prepared
                 words, _ = split_line(state.expand_text(line.rstrip()[:-len(rest)]))
         args = state.parser.parse_args(words)
@@ -242,8 +273,7 @@ def parse(state: KernelState, line: str, cell: str | None) -> tuple[AgentOptions
         if cell is not None and rest:
             raise UsageError(f"%%agent takes its prompt from the cell body; {rest!r} is not an option")
     except UsageError as e:
-        usage = state.parser.format_usage().split("::", 1)[-1].strip()
-        raise UsageError(f"{e}\nusage: {usage}\n(%%agent? lists the options)") from None
+        raise UsageError(usage_line(e)) from None
     return state.merge(args), (cell if cell is not None else rest).strip()
 
 
@@ -299,6 +329,19 @@ def run_tools(state: KernelState, plan: RunPlan, model_images: bool, live: bool 
     kernel = KernelTools(state.shell, images=model_images)
     notebook = NotebookTools(state.shell, ExecuteRequest.of(state.shell), kernel.input_history, live=live)
     return plan.tools(state.user_ns, kernel, notebook, state.mcp_servers, model_images=model_images)
+
+
+def gateway_budget(setup: CellSetup) -> RunBudget | None:
+    """The gateway key's budget (read once before the run), the run's ``max_cost`` capped by what it has left when
+    the model's price is known (else the gateway holds its budget alone); None when the model's server is no gateway
+    that tells it (:mod:`agentkernel.gateway`)."""
+    from ..gateway import RunBudget
+    from ..pricing import price_for
+
+    budget = RunBudget.read(setup.model)
+    if budget is not None and price_for(setup.model, setup.plan.price) is not None:
+        setup.plan.limits = budget.cap(setup.plan.limits)
+    return budget
 
 
 async def brief(setup: CellSetup) -> None:
@@ -419,8 +462,12 @@ def finish(state: KernelState, run: CellRun) -> None:
     assert run.loop.result is not None
     result = publish(state, run, run.loop.result)
     display(record_bundle(result, run.panel.timeline), raw=True)
-    if run.notebook.changes is not None and run.notebook.changes.cells:  # the extension's Undo button
-        display(run.notebook.changes.output(), raw=True)
+    if run.footer:
+        print(f"agentkernel: {run.footer}")
+    from .kernel.undo import record_output
+
+    if (button := record_output(state.shell, run.loop.run_id, run.notebook.changes)) is not None:
+        display(button, raw=True)  # the extension's Undo button: the run's cells and variables
     end_panel(run)
     # ONE next input (a front end shows one): the cells add_cell queued where no extension answers, and the code
     # --cells could not write as cells

@@ -80,6 +80,10 @@ class HitCostCap(AgentStop):
     """The run used its cost budget (``--max-cost``)."""
 
 
+class GatewayBudget(AgentStop):
+    """The LLM gateway (the LiteLLM proxy, ...) refused a request: the key's budget is spent."""
+
+
 STOP_ERRORS: dict[Status, type[AgentStop]] = {
     "repeated_tool_call": RepeatedToolCall,
     "no_progress": NoProgress,
@@ -92,4 +96,5 @@ STOP_ERRORS: dict[Status, type[AgentStop]] = {
     "hit_wall_clock": HitWallClock,
     "hit_tool_call_cap": HitToolCallCap,
     "hit_cost_cap": HitCostCap,
+    "gateway_budget": GatewayBudget,
 }

@@ -15,13 +15,15 @@ Adding an option is one field here plus the wiring where its value is used, e.g.
 A ``bool`` field is a switch: ``--flag`` for a field that defaults to False, ``--no-flag`` style for one that
 defaults to True, and both ``--flag`` and ``--no-flag`` for a ``bool | None`` one (None: decided when it is
 used). A text field whose flag is ``--no-...`` takes no value on the command line: the flag sets it to ``""`` (off),
-and ``%config`` sets its text. Numbers are never negative; 0 switches a budget or guard off.
+and ``%config`` sets its text. Numbers are never negative nor above :data:`MAX_NUMBER`; 0 switches a budget or guard
+off.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import math
 import os
 import shlex
 import types
@@ -34,6 +36,7 @@ from IPython.core import magic_arguments
 from IPython.core.error import UsageError
 from traitlets import Bool, Enum, Float, Int, List, TraitType, Unicode
 
+from ..errors import AgentConfigError
 from ..models.providers import PROVIDERS
 from ..tools.files import FILE_TOOL_NAMES
 from .kernel import KERNEL_TOOL_NAMES
@@ -44,6 +47,11 @@ GROUPS = ("model", "budgets", "guards", "tools", "session and recording")
 API_CHOICES = ("responses", "chat")
 USAGE = "%%agent [options]            (the prompt is the cell body)\n  %%agent [options] prompt"
 """Usage for argparse, which turns ``%%`` into ``%`` and puts one more ``%`` in front of the first line."""
+MAX_NUMBER = 10**12
+"""The largest number an option takes: no budget needs more (10^12 s is 31,000 years), and every number stays exact
+in JSON and JavaScript, where the panel shows it."""
+HELP_FLAGS = ("--help", "-h")
+HELP_POINTER = "(%%agent? lists the options)"
 
 
 @dataclass(frozen=True)
@@ -59,9 +67,10 @@ class Spec:
     metavar: str | None
     shown: str | None
     alone: str | None = None
-    """For an option whose value may be left out: its value then. The next word is its value only if it ends with
-    ``.jsonl`` (``--continue run.jsonl``) or comes after ``=`` (``--continue=run.log``), so that the one-line
-    ``%agent --continue next question`` keeps its prompt."""
+    """For an option whose value may be left out: its value then. On a ``%%agent`` line (all options) the next word
+    that is not an option is its value; on the one-line ``%agent`` only a word ending with ``.jsonl``, naming a file
+    that exists, or after ``=`` (``--continue=run.log``), so that ``%agent --continue next question`` keeps its
+    prompt."""
 
 
 def option(default: T, *flags: str, group: str, help: str, trait: bool = True, env: str | None = None,
@@ -203,8 +212,8 @@ class AgentOptions:
                            help="send each run's OpenTelemetry GenAI spans (the Tracing page says where and what); "
                                 "also on when the OTEL_* environment asks for traces or a TracerProvider is set")
     resume: str | None = option(None, "--continue", group="session and recording", trait=False, metavar="FILE",
-                                alone="", help="go on from _agent.history, or from the transcript FILE.jsonl "
-                                "(repaired on load), with this prompt as the next user message")
+                                alone="", help="go on from _agent.history, or from the transcript FILE (a run's "
+                                ".jsonl, repaired on load), with this prompt as the next user message")
     out: str | None = option(None, "--out", group="session and recording", trait=False, metavar="VAR",
                              help="also store the LoopResult in the variable VAR")
     record: str | None = option(None, "--record", group="session and recording", trait=False, metavar="FILE",
@@ -250,6 +259,11 @@ class Option:
             return "0 = off"
         return str(self.default)
 
+    @property
+    def named(self) -> str:
+        """How a message names the option: its flag, else its ``%config`` setting."""
+        return self.spec.flags[0] if self.spec.flags else f"%config AgentMagics.{self.name}"
+
     def help_text(self) -> str:
         """An option's help on the command line: with the default, and the trait's name unless the flag spells it."""
         if not self.spec.trait:
@@ -286,9 +300,9 @@ class Option:
         elif self.kind is bool:
             trait = Bool(self.default, **kwargs)
         elif self.kind is int:
-            trait = Int(self.default, min=0, **kwargs)
+            trait = Int(self.default, min=0, max=MAX_NUMBER, **kwargs)
         elif self.kind is float:
-            trait = Float(self.default, min=0.0, **kwargs)
+            trait = Float(self.default, min=0.0, max=float(MAX_NUMBER), **kwargs)
         elif self.kind is list:
             trait = List(Unicode(), default_value=list(self.default), **kwargs)
         else:
@@ -312,11 +326,23 @@ def _number(kind: Callable[[str], float]) -> Callable[[str], float]:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"invalid {kind.__name__} value: {text!r}") from None
-        if not value >= 0:  # also refuses nan
-            raise argparse.ArgumentTypeError(f"must be 0 or more, not {text!r}")
+        if problem := out_of_range(value):
+            raise argparse.ArgumentTypeError(f"{problem}, not {text!r}")
         return value
 
     return convert
+
+
+def out_of_range(value: float) -> str | None:
+    """What a number must be when it cannot be an option's value (negative, past :data:`MAX_NUMBER`, inf, nan),
+    else None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "must be a finite number"
+    if value < 0:
+        return "must be 0 or more"
+    if value > MAX_NUMBER:
+        return f"must be at most {MAX_NUMBER:,}"
+    return None
 
 
 def comma_list(text: str) -> list[str]:
@@ -398,12 +424,13 @@ def name_of(flag: str) -> str:
     return flag.removeprefix("--").replace("-", "_")
 
 
-def split_line(line: str) -> tuple[list[str], str]:
+def split_line(line: str, cell: bool = False) -> tuple[list[str], str]:
     """Split a magic line into its options and the text after them.
 
     The options are split as a POSIX shell would (``--system "be terse"`` gives the word ``be terse``); the text
     after them, from the first word that is neither an option nor an option's value, is kept as typed: it is
-    the one-line ``%agent``'s prompt (``what's in x.txt?``). A ``--`` ends the options.
+    the one-line ``%agent``'s prompt (``what's in x.txt?``). A ``--`` ends the options. ``cell``: the line of a
+    ``%%agent`` cell, all options (so ``--continue notes.txt`` names a file, see :attr:`Spec.alone`).
     """
     stream = io.StringIO(line)  # its position is where the next word starts (after the whitespace)
     lexer = shlex.shlex(stream, posix=True)
@@ -426,8 +453,26 @@ def split_line(line: str) -> tuple[list[str], str]:
         flag, equals, _ = word.partition("=")
         wants_value = not wants_value and flag in BY_FLAG and BY_FLAG[flag].takes_value and not equals
         if wants_value and BY_FLAG[flag].spec.alone is not None:  # its value is optional: is the next word it?
-            wants_value = _next_word(line[stream.tell():]).lower().endswith(".jsonl")
+            wants_value = _is_value(_next_word(line[stream.tell():]), cell)
     return words, ""
+
+
+def _is_value(word: str, cell: bool) -> bool:
+    """Whether ``word`` is the value of an option whose value may be left out (:attr:`Spec.alone`)."""
+    if not word or word.startswith("-"):
+        return False
+    return cell or word.lower().endswith(".jsonl") or os.path.isfile(os.path.expanduser(word))
+
+
+def wants_help(words: list[str]) -> bool:
+    """Whether the option words ask for the help (``--help``, ``-h``), which ``%%agent?`` shows too."""
+    return any(word in HELP_FLAGS for word in words)
+
+
+def usage_line(problem: object) -> str:
+    """A usage error as one line, with where the options are listed."""
+    text = " ".join(str(problem).split("\nusage:")[0].split())
+    return f"{text} {HELP_POINTER}"
 
 
 def _next_word(text: str) -> str:
@@ -455,3 +500,26 @@ def merge(args: argparse.Namespace, configured: object) -> AgentOptions:
             value = o.default
         values[o.name] = list(value) if isinstance(value, list) else value  # a copy, not the trait's own list
     return AgentOptions(**values)
+
+
+def check(options: AgentOptions) -> None:
+    """AgentConfigError, one line naming the option, for a value that cannot work, whether it came from the command
+    line, ``%config`` or the environment: checked when the options become a plan, before the run starts."""
+    for o in OPTIONS:
+        value = getattr(options, o.name)
+        if o.kind in (int, float) and value is not None and (problem := out_of_range(value)):
+            raise AgentConfigError(f"{o.named}: {problem}, not {value!r}")
+    if options.base_url and not options.base_url.lower().startswith(("http://", "https://")):
+        where = "$OPENAI_BASE_URL" if options.base_url == os.environ.get("OPENAI_BASE_URL") else "--base-url"
+        raise AgentConfigError(f"{where}: {options.base_url!r} is not a URL: it begins with http:// or https:// "
+                               "(e.g. http://localhost:8080/v1)")
+    if options.root and not os.path.isdir(os.path.expanduser(options.root)):
+        what = "a file, not a folder" if os.path.exists(os.path.expanduser(options.root)) else "no such folder"
+        raise AgentConfigError(f"--root: {options.root!r} is {what}")
+    if options.record:
+        folder = os.path.dirname(os.path.abspath(os.path.expanduser(options.record)))
+        if os.path.exists(folder) and not os.path.isdir(folder):
+            raise AgentConfigError(f"--record: cannot write {options.record!r}: {folder!r} is a file, not a folder")
+        if not os.path.isdir(folder):
+            raise AgentConfigError(f"--record: cannot write {options.record!r}: there is no folder {folder!r} "
+                                   "(folders are not made for you)")

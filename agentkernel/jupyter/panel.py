@@ -429,7 +429,7 @@ class Panel:
         entry = self.timeline.ask(call, time.monotonic())
         self.shown[entry] = Shown(box, [arguments, question, approve, for_run, deny, note, *rows, box], entry.version)
         self.flush(now=True)  # a person has to see it now
-        chosen, decided = None, f"denied: the {self.scope} was stopped"
+        chosen, decided = None, ""
         try:
             chosen, decision = await asyncio.wait_for(answer, timeout)
             decided = described(decision, self.scope)
@@ -437,6 +437,7 @@ class Panel:
             waited = f"no answer within {timeout:g} s (approval_timeout)"
             decision, decided = Decision(False, reason=f"got {waited}"), f"denied: {waited}"
         finally:  # also when Stop cancels the wait: the question is closed at once
+            decided = decided or self.cut_short()
             for button, _ in choices:
                 button.disabled = True
                 if button is not chosen:
@@ -449,6 +450,10 @@ class Panel:
                               f"<b>{html.escape(decided)}</b>")
             self.flush(now=True)
         return decision
+
+    def cut_short(self) -> str:
+        """What an approval row says when its wait was cancelled (Stop)."""
+        return f"denied: the {self.scope} was stopped"
 
 
 def close_tree(widget: widgets.Widget) -> None:

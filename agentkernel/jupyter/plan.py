@@ -28,6 +28,8 @@ from ..tools.toolsets import FileToolset, NamespaceToolset, Selection, StaticToo
 from ..usage import Limits
 from .approvals import nobody_approver, terminal_approver
 from .mcp_servers import KernelServers, MCPToolset
+from .options import check
+from .policy import Policy
 
 if TYPE_CHECKING:
     from .kernel.notebook_tools import NotebookTools
@@ -85,9 +87,14 @@ class RunPlan:
     price: Pricer | None
     problems: list[str] = field(default_factory=list)
     """One line for each instruction file or skill left out (:meth:`instructions`, :meth:`skills`), to print once."""
+    policy: Policy = field(default_factory=Policy)
+    """The admin's policy the options were held to (:mod:`agentkernel.jupyter.policy`)."""
 
     @classmethod
     def of(cls, options: AgentOptions) -> RunPlan:
+        check(options)
+        policy = Policy.load()
+        options = policy.apply(options)
         if options.out is not None and not options.out.isidentifier():
             raise AgentConfigError(f"--out needs a variable name, not {options.out!r}")
         if options.text_repeats == 1:
@@ -106,7 +113,8 @@ class RunPlan:
             max_consecutive_failures=options.failure_rounds,
             text_repeats=options.text_repeats,
         )
-        return cls(options, limits, guards, parse_price(options.price) if options.price else None)
+        return cls(options, limits, guards, parse_price(options.price) if options.price else None,
+                   policy=policy)
 
     def model(self, namespace: Mapping[str, Any]) -> Model:
         """The run's model: ``--replay``'s cassette, else the model named (an object in ``namespace``, else a
@@ -117,12 +125,18 @@ class RunPlan:
 
             model: Model = cassette_file("--replay", options.replay, ReplayModel)
         else:
-            model = named_model(options, namespace)
+            model = named_model(options, namespace, self.policy)
         if options.record:
             from ..models.cassette import RecordingModel
 
             writable("--record", options.record)
             model = RecordingModel(model, options.record)
+        if (rule := self.policy.ceiling("max_cost")) is not None and not options.replay:
+            from ..pricing import PRICE_FORMAT, price_for
+
+            if price_for(model, self.price) is None:
+                raise self.policy.refused("max_cost", rule, f"a run of the model {model.name!r}, whose price is not "
+                                          f"known, so its cost cannot be held (give --price {PRICE_FORMAT})")
         return model
 
     def keys(self, model: Model | None) -> dict[str, str]:
@@ -184,7 +198,13 @@ class RunPlan:
             StaticToolset("a notebook tool", notebook.tools, TOOL_ALIASES),
             mcp,
         ]
-        return RunTools(kernel, notebook, mcp, select(o.tools, sources))
+        selection = select(o.tools, sources)
+        for source, word in selection.picks:
+            if source is not mcp:
+                self.policy.check_tool(word)
+        for server in mcp.wanted:
+            self.policy.check_server(server)
+        return RunTools(kernel, notebook, mcp, selection)
 
     def project_root(self, folder: str) -> Path:
         """The project root of a notebook in ``folder``: ``--root``, else found upwards from ``folder``
@@ -232,8 +252,9 @@ class RunPlan:
         return ask
 
 
-def named_model(options: AgentOptions, namespace: Mapping[str, Any]) -> Model:
-    """The model ``--model`` names: an object in the notebook (``namespace``), else a provider's model by name."""
+def named_model(options: AgentOptions, namespace: Mapping[str, Any], policy: Policy | None = None) -> Model:
+    """The model ``--model`` names: an object in the notebook (``namespace``), else a provider's model by name, which
+    ``policy``'s ``models`` must allow (a notebook's own model object is its code, which no policy governs)."""
     name = options.model
     found = namespace.get(name) if name else None
     if found is not None:
@@ -241,6 +262,8 @@ def named_model(options: AgentOptions, namespace: Mapping[str, Any]) -> Model:
             raise AgentConfigError(f"{name!r} in the notebook is a {type(found).__name__}, not a model "
                                    "(it needs a stream(request) method, like agentkernel.ScriptedModel)")
         return found  # type: ignore[no-any-return]
+    if policy is not None:
+        policy.check_model(name or DEFAULT_OPENAI_MODEL)
     try:
         resolved = resolve(name or DEFAULT_OPENAI_MODEL, api=options.api, base_url=provider_base_url(name, options))
     except ValueError as e:

@@ -17,7 +17,6 @@ import hmac
 import json
 import secrets
 import socket
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -54,14 +53,17 @@ class MCPHTTPServer:
     instructions: str = ""
     rejected: int = 0
     """Requests answered 401 (no token, a wrong one)."""
-    clients: dict[str, float] = field(default_factory=dict)
-    """The clients that listed or called tools (name and version, as each says), with when each was last seen."""
     on_change: Callable[[], None] | None = None
     """Told when a client is seen for the first time, and when a request is refused (for a live view)."""
 
     def __post_init__(self) -> None:
         self._server: Any = None
         self._task: asyncio.Task[None] | None = None
+
+    @property
+    def clients(self) -> dict[str, float]:
+        """The clients that listed or called tools (name and version, as each says), with when each was last seen."""
+        return self.session.clients
 
     @property
     def url(self) -> str:
@@ -183,9 +185,7 @@ class MCPHTTPServer:
             info = params.client_info.model_dump()
         if isinstance(info, dict):
             name = f"{info.get('name', '?')} {info.get('version', '')}".strip()
-            new = name not in self.clients
-            self.clients[name] = time.time()
-            if new and self.on_change is not None:
+            if self.session.seen(name) and self.on_change is not None:
                 self.on_change()
 
     async def _list_tools(self, ctx: Any, params: Any) -> Any:

@@ -6,12 +6,19 @@ time, in the order they came. The guards speak to the outside agent: a call that
 so in its result, and past the guard's limit it is refused without running. The budgets (``max_tool_calls``,
 ``max_seconds``) hold for the whole session, and when one is spent the session ends. Stop ends the running call
 (cancelling it, so ``run_python``'s code is interrupted) and the session.
+
+An outside agent must not be able to grow the kernel: a call runs with its arguments whole, but what the session
+keeps of it afterwards (its record in :attr:`ServedSession.calls`, the events its listeners hear, the transcript,
+what the guards compare) holds at most :data:`KEPT_CHARS` characters of its arguments and of its output, and the
+guards compare longer texts by their SHA-256 digest.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import hashlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
@@ -24,12 +31,15 @@ from ..record import history as h
 from ..record.transcript import Transcript
 from ..result import LoopResult
 from ..stop import StopSignal
+from ..text import cut, short
 from ..tools import Approver, Tool, ToolCall, ToolResult, ToolRunner, Turns
 from ..usage import Limits
 
 Progress = Callable[[float, str], Awaitable[None]]
 """Told every :data:`PROGRESS_EVERY` seconds while a call runs: the seconds so far and what the call is doing."""
 PROGRESS_EVERY = 1.0
+KEPT_CHARS = 10_000
+"""What the session keeps of a call's arguments and of its output, in characters (the call ran with all of them)."""
 
 
 @dataclass
@@ -79,6 +89,8 @@ class ServedSession:
     """Every call, finished, in order."""
     ended: str = ""
     """Why the session ended ("" while it serves)."""
+    clients: dict[str, float] = field(default_factory=dict)
+    """The clients that listed or called tools (name and version, as each says), with when each was last seen."""
 
     def __post_init__(self) -> None:
         self.by_name = {t.name: t for t in self.tools}
@@ -86,8 +98,9 @@ class ServedSession:
         listeners = [self.on_event] if callable(self.on_event) else self.on_event
         self.listeners = Listeners(listeners or [])
         self.runner = ToolRunner(self.by_name, self.approve, run_id=self.session_id,
-                                 on_start=lambda call: self._emit(ToolCallStarted(call)),
-                                 on_finish=lambda result: self._emit(ToolCallFinished(result)), turns=self.turns)
+                                 on_start=lambda call: self._emit(ToolCallStarted(kept_call(call))),
+                                 on_finish=lambda result: self._emit(ToolCallFinished(kept_result(result))),
+                                 turns=self.turns)
         self.repeats = RepeatedCallGuard(self.guards.repeat_limit)
         self.no_progress = NoProgressGuard(self.guards.stuck_window, None)
         self.refused: dict[tuple[str, str], str] = {}  # calls a guard refuses from now on, with the guard's word
@@ -105,6 +118,14 @@ class ServedSession:
             self.transcript.write({"event": "start", "run_id": self.session_id, "served": [t.name for t in self.tools]})
 
     # -- the tools, as a client sees them -------------------------------------------------------------------------
+
+    def seen(self, client: str) -> bool:
+        """A client (its name and version) listed or called tools; whether it is new to the session."""
+        new = client not in self.clients
+        self.clients[client] = time.time()
+        if new and self.transcript is not None:
+            self.transcript.write({"event": "client", "run_id": self.session_id, "client": client})
+        return new
 
     def start(self) -> None:
         """Listen for Stop, and start the ``max_seconds`` clock, on the running event loop."""
@@ -128,25 +149,26 @@ class ServedSession:
             await self.lock.acquire()
         finally:
             self.waiting -= 1
-        record = ServedCall(call, ToolResult(call, "aborted", "aborted: the client cancelled the call", synthetic=True),
-                            came, time.time() - came)
+        waited = time.time() - came
+        result = ToolResult(call, "aborted", "aborted: the client cancelled the call", synthetic=True)
         try:
-            record.result = await self._run(call, progress)
+            result = await self._run(call, progress)
         finally:  # a call the client cancelled is recorded too
             self.lock.release()
+            record = ServedCall(kept_call(call), kept_result(result), came, waited)  # bounded, whatever came
             self.calls.append(record)
             if self.transcript is not None:
-                self.transcript.item(h.function_call(call.call_id, call.name, call.arguments))
+                self.transcript.item(h.function_call(call.call_id, call.name, record.call.arguments))
                 self.transcript.item(h.function_call_output(call.call_id, record.result.output,
                                                             synthetic=record.result.synthetic))
-        return record.result
+        return result
 
     async def _run(self, call: ToolCall, progress: Progress | None) -> ToolResult:
         refusal = self._refusal(call)
         if refusal is not None:
             result = ToolResult(call, "not_run", refusal, synthetic=True)
-            self._emit(ToolCallStarted(call))
-            self._emit(ToolCallFinished(result))
+            self._emit(ToolCallStarted(kept_call(call)))
+            self._emit(ToolCallFinished(kept_result(result)))
             return result
         self.ran += 1
         task = asyncio.ensure_future(self.runner.run([call]))
@@ -176,7 +198,7 @@ class ServedSession:
         if self.limits.max_tool_calls and self.ran >= self.limits.max_tool_calls:
             self.end(f"HIT_TOOL_CALL_CAP: the session's {self.limits.max_tool_calls} tool calls are spent")
             return f"not run: {self.ended}"
-        refused = self.refused.get((call.name, call.normalized))
+        refused = self.refused.get((call.name, compared(call.normalized)))
         if refused is not None:
             return f"refused: {refused}. Use the result you already have, or call something else."
         return None
@@ -186,16 +208,17 @@ class ServedSession:
         if result.synthetic:
             return result
         call = result.call
+        arguments, output = compared(call.normalized), compared(result.output)
         notes = []
-        if trip := self.repeats.record(call.name, call.normalized, result.output):
-            self.refused[(call.name, call.normalized)] = f"REPEATED_TOOL_CALL: {trip.detail}"
+        if trip := self.repeats.record(call.name, arguments, output):
+            self.refused[(call.name, arguments)] = f"REPEATED_TOOL_CALL: {trip.detail}"
             notes.append(f"{trip.status.upper()}: {trip.detail}. This call gave the same output before: it will be "
                          "refused from now on. Use this output, or change the arguments.")
-        elif self.repeats.limit and self.repeats.counts.get((call.name, call.normalized, result.output), 0) > 1:
-            count = self.repeats.counts[(call.name, call.normalized, result.output)]
+        elif self.repeats.limit and self.repeats.counts.get((call.name, arguments, output), 0) > 1:
+            count = self.repeats.counts[(call.name, arguments, output)]
             notes.append(f"note: this call returned this same output {count} times; at {self.repeats.limit} it is "
                          "refused. Use what it returned, or try something else.")
-        if trip := self.no_progress.record_call(call.name, call.normalized):
+        if trip := self.no_progress.record_call(call.name, arguments):
             for name, normalized in list(self.no_progress.recent):
                 self.refused.setdefault((name, normalized), f"NO_PROGRESS: {trip.detail}")
             notes.append(f"{trip.status.upper()}: {trip.detail}. These calls will be refused from now on: try "
@@ -229,7 +252,8 @@ class ServedSession:
         if self._unsubscribe is not None:
             self._unsubscribe()
         if self.transcript is not None:
-            self.transcript.write({"event": "end", "run_id": self.session_id, "reason": why})
+            self.transcript.write({"event": "end", "run_id": self.session_id, "reason": why, "calls": self.count,
+                                   "clients": list(self.clients)})
         if self.on_end is not None:
             self.on_end(why)
         self._emit(RunFinished(LoopResult("aborted" if self.stop.is_set() else "complete", None, [], detail=why)))
@@ -243,3 +267,27 @@ class ServedSession:
     def _emit(self, event: Event) -> None:
         if self.listeners:
             self.listeners(event)
+
+
+def kept_call(call: ToolCall) -> ToolCall:
+    """``call`` as the session keeps it: its arguments cut to :data:`KEPT_CHARS` (saying how long they were)."""
+    if len(call.arguments) <= KEPT_CHARS:
+        return call
+    return ToolCall(call.call_id, call.name, cut(call.arguments, KEPT_CHARS))
+
+
+def kept_result(result: ToolResult) -> ToolResult:
+    """``result`` as the session keeps it: its call kept (:func:`kept_call`), its output cut to :data:`KEPT_CHARS`."""
+    call = kept_call(result.call)
+    if call is result.call and len(result.output) <= KEPT_CHARS:
+        return result
+    return dataclasses.replace(result, call=call, output=cut(result.output, KEPT_CHARS))
+
+
+def compared(text: str) -> str:
+    """What the guards compare of a call's arguments or output: the text itself, or for one longer than
+    :data:`KEPT_CHARS`, its start and its SHA-256 digest (so that what they keep stays bounded)."""
+    if len(text) <= KEPT_CHARS:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{short(text, 200)} [{len(text):,} characters, sha256 {digest}]"

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .base import (
     FunctionCallEvent,
     FunctionCallProgress,
+    GatewayBudgetError,
     Model,
     ModelError,
     ModelEvent,
@@ -33,7 +34,8 @@ _LAZY = {"AnthropicMessagesModel": ".anthropic_messages", "OpenAIChatModel": ".o
          "OpenAIResponsesModel": ".openai_responses"}
 
 __all__ = [
-    "AnthropicMessagesModel", "Call", "FunctionCallEvent", "FunctionCallProgress", "Model", "ModelError", "ModelEvent",
+    "AnthropicMessagesModel", "Call", "FunctionCallEvent", "FunctionCallProgress", "GatewayBudgetError", "Model",
+    "ModelError", "ModelEvent",
     "ModelRequest", "OpenAIChatModel", "OpenAIResponsesModel", "RecordingModel", "ReplayModel", "ScriptedModel",
     "TextDelta", "Thinking", "Truncation", "Turn", "UsageEvent",
 ]

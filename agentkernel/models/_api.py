@@ -17,10 +17,11 @@ import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
+from ..gateway import is_budget_refusal
 from ..record.history import Item
 from ..secrets import MIN_SECRET_CHARS, redact_text
 from ..text import short
-from .base import ContextOverflowError, ModelError, ModelRequest
+from .base import ContextOverflowError, GatewayBudgetError, ModelError, ModelRequest
 from .overflow import overflow_numbers
 from .provider import LOCAL_PLACEHOLDER_KEY, Provider, same_url
 
@@ -189,6 +190,9 @@ class ApiModel:
         """The key-free error for an API's refusal: a :class:`ContextOverflowError`, with the numbers the server
         gave, when ``body`` (or the server's ``text``) says the request was too long for the window."""
         overflow, window, prompt_tokens = overflow_numbers(body, text)
+        if not overflow and is_budget_refusal(body, text):
+            return GatewayBudgetError(self._redact(f"the gateway refused the request: the key's budget is spent "
+                                                   f"({_server_message_of(body, text)})"))
         if not overflow:
             return ModelError(self._redact(message))
         return ContextOverflowError(self._redact(message), window=window, prompt_tokens=prompt_tokens)
@@ -327,6 +331,13 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
+
+
+def _server_message_of(body: Any, text: str) -> str:
+    """The server's words in an error ``body`` (the error object or the whole body), else ``text``."""
+    error = body.get("error", body) if isinstance(body, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    return str(message if isinstance(message, str) else text or "no details")[:300]
 
 
 def _server_message(error: Any) -> str:

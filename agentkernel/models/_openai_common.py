@@ -9,7 +9,8 @@ import openai
 
 from ..secrets import without_credentials
 from ._api import ApiModel, InputCache
-from .provider import OPENAI, Provider, same_url
+from .base import ModelError
+from .provider import LOCAL_PLACEHOLDER_KEY, OPENAI, Provider, same_url
 
 __all__ = ["DEFAULT_TIMEOUT", "OPENAI_API_URL", "InputCache", "OpenAIModelBase"]
 
@@ -83,6 +84,20 @@ class OpenAIModelBase(ApiModel):
     @property
     def api_url(self) -> str:
         return self.base_url
+
+    def gateway(self) -> tuple[str, str] | None:
+        """Where a gateway's budget for this model's key may be asked: the base URL and the key sent there; None for
+        the OpenAI API itself and for a server that gets no key."""
+        if self.is_openai_api:
+            return None
+        url = str(self._client.base_url) if self._client is not None else self._configured_url()
+        try:
+            key = self._client.api_key if self._client is not None else self._key()
+        except ModelError:
+            return None
+        if not url or not key or key == LOCAL_PLACEHOLDER_KEY:
+            return None
+        return url.rstrip("/"), key
 
     @property
     def is_openai_api(self) -> bool:

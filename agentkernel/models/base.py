@@ -184,6 +184,11 @@ class ContextOverflowError(ModelError):
         self.prompt_tokens = prompt_tokens
 
 
+class GatewayBudgetError(ModelError):
+    """An LLM gateway (the LiteLLM proxy, ...) refused the request because the key's budget is spent; the loop ends
+    the run as ``gateway_budget``, its partial result kept (:mod:`agentkernel.gateway`)."""
+
+
 @runtime_checkable
 class Model(Protocol):
     """Anything with a ``name`` and a ``stream(request)`` async generator of :data:`ModelEvent`.

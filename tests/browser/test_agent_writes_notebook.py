@@ -176,7 +176,7 @@ def run_the_writing_agent(nb: NotebookPage, lab_server: LabServer, name: str) ->
     expect(editor(nb, 1)).to_have_text("y = 2")
     expect(nb.prompt(1)).to_have_text(re.compile(r"^\[ \]:$"))  # its outputs were made by the old source
     expect(nb.cell(1)).to_have_class(STALE)  # and the extension marks it so
-    expect(nb.output(3).get_by_role("button", name="Undo this run's notebook changes")).to_be_visible()
+    expect(nb.output(3).get_by_role("button", name="Undo this run")).to_be_visible()
     shot(nb, lab_server, f"{name}-1-written", 3)
 
 
@@ -187,7 +187,7 @@ def type_into(nb: NotebookPage, index: int, text: str) -> None:
 
 
 def click_undo(nb: NotebookPage) -> Any:
-    nb.output(3).get_by_role("button", name="Undo this run's notebook changes").click()
+    nb.output(3).get_by_role("button", name="Undo this run").click()
     line = nb.output(3).locator(".jp-agentkernel-undo-line")
     expect(line).not_to_have_text(re.compile(r"^(run |undoing)"), timeout=30_000)
     return line
@@ -200,7 +200,7 @@ def test_undo_takes_the_run_back_in_one_click_and_keeps_the_users_edit(open_note
     type_into(nb, 2, "  # the user's")  # the user edits a cell the run did not touch
     line = click_undo(nb)
     expect(line).to_have_text(re.compile(r"^undid run \w{12}: removed 2 added cells, restored 1 edited cell$"))
-    expect(nb.output(3).get_by_role("button", name="Undo this run's notebook changes")).to_be_disabled()
+    expect(nb.output(3).get_by_role("button", name="Undo this run")).to_be_disabled()
     expect(nb.page.locator(".jp-Notebook .jp-Cell")).to_have_count(4)
     expect(editor(nb, 1)).to_have_text("y = 1")
     expect(nb.prompt(1)).to_have_text(re.compile(r"^\[\d+\]:$"))  # its outputs are the old source's again
@@ -222,7 +222,7 @@ def test_undo_leaves_and_names_a_cell_the_user_changed_after_the_run(open_notebo
     line = click_undo(nb)
     expect(line).to_have_text(re.compile(r"^undid part of run \w+: removed 2 added cells; left as they are, changed "
                                          r"since the run wrote them: cell user \(y = 2  # mine now\) "))
-    expect(nb.output(3).get_by_role("button", name="Undo this run's notebook changes")).to_be_enabled()
+    expect(nb.output(3).get_by_role("button", name="Undo this run")).to_be_enabled()
     expect(nb.page.locator(".jp-Notebook .jp-Cell")).to_have_count(4)
     expect(editor(nb, 1)).to_have_text("y = 2  # mine now")
     shot(nb, lab_server, "undo-changed-2-named", 3)

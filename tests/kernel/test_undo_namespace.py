@@ -2,14 +2,23 @@
 no front end: names the run made are removed, rebound and deleted ones get their objects back, objects changed in
 place get their contents back in place (another name holding the same frame sees it); a name the user changed since
 is left and named; an object over the budget and an uncopyable one are named; a 300 MB object the run never names
-is never copied (the kernel's memory does not grow by it); the record names, per call, the variables it changed;
-``jupyter console`` (no cell id) undoes the same. The journal's own properties are tests/unit/test_journal.py.
+is never copied (the kernel's memory does not grow by it); the record names, per call, the variables it changed,
+and offers the Undo button; ``jupyter console`` (no cell id) and an ``%agent_undo`` that cannot await undo the
+variables the same; a ``%agent_serve`` session is one unit to undo, and a change the user made between two of its
+calls is left. The journal's own properties are tests/unit/test_journal.py.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
 import pytest
 from kernel_client import Cell, KernelSession, kernel_fixtures
+
+from agentkernel.jupyter.kernel.undo import UNDO_MIME
 
 pytest.importorskip("pandas")
 
@@ -42,12 +51,14 @@ CALLS = [
 ]
 
 
-def run(kernel: KernelSession, calls: list[str], *, console: bool = False) -> Cell:
-    """A scripted %%agent cell (writes allowed) whose model runs each piece of code with run_python."""
+def run(kernel: KernelSession, calls: list[str], *, console: bool = False, timeout_option: str = "") -> Cell:
+    """A scripted %%agent cell (writes allowed) whose model runs each piece of code with run_python; with
+    ``timeout_option`` the cell may end in the error the option's stop raises."""
     script = ", ".join(f"Call('run_python', {{'code': {code!r}}})" for code in calls)
     kernel.ok(f"m = ScriptedModel([{script}, 'done'])")
-    cell = kernel.submit("%%agent -m m --allow-writes\ngo", console=console).wait(60)
-    assert cell.status == "ok" and not cell.errors, cell.describe()
+    cell = kernel.submit(f"%%agent -m m --allow-writes {timeout_option}\ngo".replace("  ", " "),
+                         console=console).wait(60)
+    assert timeout_option or cell.status == "ok" and not cell.errors, cell.describe()
     return cell
 
 
@@ -58,7 +69,7 @@ def undo(kernel: KernelSession, line: str = "", *, console: bool = False) -> str
 
 
 def record_text(cell: Cell) -> str:
-    return "\n".join(str(bundle.get("text/markdown", "")) + str(bundle.get("text/plain", ""))
+    return "\n".join(str(bundle.get("text/html", "")) + str(bundle.get("text/plain", ""))
                      for bundle in cell.displays)
 
 
@@ -125,6 +136,70 @@ def test_jupyter_console_undoes_the_variables_without_a_front_end(kernel: Kernel
     said = undo(kernel, console=True)
     assert said.startswith("undid run ") and "rows (contents), new (removed)" in said
     assert kernel.value("[rows, 'new' in dir()]") == [[1], False]
+
+
+def test_the_record_offers_the_undo_and_an_unawaited_undo_takes_back_the_variables(kernel: KernelSession):
+    kernel.ok(DATA)
+    cell = run(kernel, CALLS)
+    run_id = kernel.value("_agent.run_id")
+    (button,) = [bundle for bundle in cell.displays if UNDO_MIME in bundle]
+    assert button[UNDO_MIME] == {"run_id": run_id, "cells": 0, "variables": 6}
+    assert button["text/plain"].startswith(f"this run changed 6 variables; %agent_undo {run_id} takes it back")
+    inline = kernel.ok(f"%agent_undo {run_id}\nafter = 1")  # not alone: not awaited, the variables only
+    assert inline.stdout.startswith(f"undid run {run_id}: restored 6 variables: "), inline.describe()
+    assert kernel.value("[list(df.columns), model]") == [["city", "rain", "wind"], "untrained"]
+
+
+def test_what_code_that_failed_or_was_stopped_had_changed_is_taken_back(kernel: KernelSession):
+    kernel.ok(DATA)
+    run(kernel, ["df.drop(columns=['wind'], inplace=True)\nmodel = 'half'\nraise ValueError('midway')",
+                 "import time\nrows.append(9)\ntime.sleep(0.05)\nwhile True:\n    pass"],
+        timeout_option="--max-seconds 3")
+    said = undo(kernel)
+    assert "df (contents)" in said and "model (rebound)" in said and "rows (contents)" in said, said
+    assert kernel.value("[list(df.columns), model, rows]") == [["city", "rain", "wind"], "untrained", [1, [2]]]
+
+
+def test_a_run_that_changes_no_variable_leaves_no_button_and_says_so(kernel: KernelSession):
+    kernel.ok(DATA)
+    cell = run(kernel, ["print(len(df))"])
+    assert not [bundle for bundle in cell.displays if UNDO_MIME in bundle]
+    assert "run_python(code=\"print(len(df))\") · ok\n" in record_text(cell) + "\n"
+    assert undo(kernel) == "nothing left to undo: the changes of this kernel's runs have been taken back"
+
+
+@asynccontextmanager
+async def mcp_client(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+    httpx2 = pytest.importorskip("httpx2")
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http, \
+            Client(streamable_http_client(url, http_client=http)) as client:
+        yield client
+
+
+def test_a_served_session_is_one_unit_to_undo(kernel: KernelSession):
+    pytest.importorskip("mcp")
+    kernel.ok(DATA)
+    kernel.ok("%agent_serve --allow-writes")
+    url, headers = kernel.value("_agent_serve.url"), kernel.value("_agent_serve.headers")
+    session_id = kernel.value("_agent_serve.server.session.session_id")
+
+    async def main() -> None:
+        async with mcp_client(url, headers) as client:
+            await client.call_tool("run_python", {"code": CALLS[0]})
+            await asyncio.to_thread(kernel.ok, "rows.append('mine')\nmine = 1")  # the user, between two calls
+            await client.call_tool("run_python", {"code": CALLS[1]})
+
+    asyncio.run(asyncio.wait_for(main(), 90))
+    stopped = kernel.ok("%agent_serve stop").stdout
+    assert f"%agent_undo {session_id} takes back what its calls did to the variables" in stopped
+    said = undo(kernel)
+    assert said.startswith(f"undid part of run {session_id}: restored 5 variables: "), said
+    assert "left as they are, changed since the run: rows" in said
+    assert kernel.value("[list(df.columns), model, 'tmp' in dir(), config, rows, mine]") == [
+        ["city", "rain", "wind"], "untrained", False, {"k": 1}, [1, [2, 3], "mine"], 1]
 
 
 session, kernel = kernel_fixtures("undo_namespace", SETUP)

@@ -199,19 +199,19 @@ def claude(*args: str, home: Path, **env: str) -> subprocess.CompletedProcess[st
                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
 
 
-def gemini(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    """Run Gemini CLI (``gemini ARGS``) with its configuration in ``home``, to its end: no relaunch of itself, no
-    telemetry (``home``'s settings turn off its usage statistics and update check)."""
+def gemini(*args: str, home: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    """Run Gemini CLI (``gemini ARGS``) with its configuration in ``home`` and ``extra`` in its environment, to its
+    end: no relaunch of itself, no telemetry (``home``'s settings turn off its usage statistics and update check)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "GOOGLE_"))}
-    env |= {"HOME": str(home), "GEMINI_CLI_NO_RELAUNCH": "true", "GEMINI_TELEMETRY_ENABLED": "false"}
+    env |= {"HOME": str(home), "GEMINI_CLI_NO_RELAUNCH": "true", "GEMINI_TELEMETRY_ENABLED": "false", **extra}
     return subprocess.run([str(NODE), str(GEMINI), *args], env=env, cwd=home, capture_output=True, text=True,
                           timeout=120, stdin=subprocess.DEVNULL)
 
 
-def codex_tools(snippet: str, home: Path) -> tuple[set[str], str]:
-    """Run Codex once (``codex exec``) with the panel's ``snippet`` in its ``~/.codex/config.toml`` (under ``home``)
-    and a loopback Responses API server as its model, which answers in text: the served tools (``mcp__notebook__*``)
-    Codex sent its model, and what Codex printed."""
+def codex_tools(snippet: str, home: Path, **extra: str) -> tuple[set[str], str]:
+    """Run Codex once (``codex exec``) with the panel's ``snippet`` in its ``~/.codex/config.toml`` (under ``home``),
+    ``extra`` in its environment and a loopback Responses API server as its model, which answers in text: the served
+    tools (``mcp__notebook__*``) Codex sent its model, and what Codex printed."""
     with ScriptedServer(Reply(responses_events(text=["done"]))) as model:
         (home / ".codex").mkdir(parents=True)
         (home / ".codex" / "config.toml").write_text(
@@ -219,8 +219,8 @@ def codex_tools(snippet: str, home: Path) -> tuple[set[str], str]:
             f'base_url = "{model.url}"\nwire_api = "responses"\n\n{snippet}\n')
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CODEX_"))}
         done = subprocess.run([str(CODEX), "exec", "--skip-git-repo-check", "list the notebook's variables"],
-                              env={**env, "HOME": str(home)}, cwd=home, capture_output=True, text=True, timeout=120,
-                              stdin=subprocess.DEVNULL)
+                              env={**env, "HOME": str(home), **extra}, cwd=home, capture_output=True, text=True,
+                              timeout=120, stdin=subprocess.DEVNULL)
     said = done.stdout + done.stderr
     assert done.returncode == 0 and len(model.requests) == 1, said
     tools = model.requests[0].body.get("tools", [])
@@ -228,10 +228,13 @@ def codex_tools(snippet: str, home: Path) -> tuple[set[str], str]:
 
 
 def add_snippet(snippet: str, home: Path, **env: str) -> None:
-    """Run the panel's ``claude mcp add ...`` snippet as a user pastes it."""
-    words = shlex.split(snippet)
-    assert words[:3] == ["claude", "mcp", "add"], snippet
-    added = claude(*words[1:], home=home, **env)
+    """Run the panel's ``claude mcp add ...`` snippet as a user pastes it into bash (which reads the token file the
+    snippet names: ``$(cat FILE)``)."""
+    assert shlex.split(snippet)[:3] == ["claude", "mcp", "add"], snippet
+    script = 'claude() { "$AGENTKERNEL_TEST_NODE" "$AGENTKERNEL_TEST_CLAUDE" "$@"; }\n' + snippet
+    added = subprocess.run(["bash", "-c", script], env=claude_env(home, AGENTKERNEL_TEST_NODE=str(NODE),
+                                                                   AGENTKERNEL_TEST_CLAUDE=str(CLAUDE), **env),
+                           cwd=home, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert added.returncode == 0, added.stderr
 
 

@@ -258,7 +258,7 @@ def test_changes_by_someone_else_between_two_calls_are_left() -> None:
 
 
 @pytest.mark.parametrize(("source", "names", "dynamic"), [
-    ("x = [y for z in w]", {"x", "y", "z", "w"}, ""),
+    ("x = [y for z in w]", {"x", "y", "w"}, ""),  # z is the comprehension's own
     ("f'{a.b[c]}'", {"a", "c"}, ""),
     ("def f():\n    global g\n    g = h", {"f", "g", "h"}, ""),
     ("import numpy as np\nfrom os import path as p", {"np", "numpy", "p"}, ""),
@@ -290,3 +290,37 @@ def test_fingerprints_see_changes_and_only_changes() -> None:
     frame.iloc[0, 0] = 2.0
     assert fingerprint(frame) != same
     assert fingerprint(threading.Lock()) is None
+
+
+def test_an_object_that_refuses_to_be_copied_is_named_and_one_larger_than_it_looks_is_not_kept() -> None:
+    class Refuses:
+        def __reduce__(self) -> Any:
+            raise TypeError("no")
+
+        def __deepcopy__(self, memo: Any) -> Any:
+            raise TypeError("no")
+
+    class Liar(list):  # says it is small, pickles to 4 MB
+        def __sizeof__(self) -> int:
+            return 10
+
+        def __reduce__(self) -> Any:
+            return (Liar, (), None, iter([b"x" * 2**22]))
+
+    namespace: dict[str, Any] = {"odd": Refuses(), "liar": Liar()}
+    journal = Journals(budget=2**20).run("r")
+    call = journal.before(namespace, "odd.x = 1\nliar.append(1)")
+    assert not call.copies
+    exec("odd.x = 1\nliar.append(1)", namespace)
+    journal.after_call(namespace, call)
+    line = journal.undo(namespace).line()
+    assert "odd (a Refuses that cannot be copied: TypeError)" in line
+    assert "liar (4 MB, over the 1 MB budget: not copied)" in line
+
+
+def test_an_object_whose_fingerprint_cannot_be_read_is_kept_as_changed() -> None:
+    namespace: dict[str, Any] = {"d": {"f": lambda: 1, "n": 1}}  # a lambda does not pickle: no fingerprint
+    original = namespace["d"]
+    journal = Journals().run("r")
+    run_code(journal, namespace, "d['n'] = 2")
+    assert journal.undo(namespace).restored == ["d (contents)"] and original["n"] == 1

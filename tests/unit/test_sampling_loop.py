@@ -16,6 +16,7 @@ from agentkernel import (
     tool,
     validate_history,
 )
+from agentkernel.models.base import GatewayBudgetError
 
 
 @tool
@@ -185,7 +186,18 @@ def _scenarios() -> dict[str, dict]:
         "hit_tool_call_cap": {"model": ScriptedModel([read[:3]]), "limits": Limits(max_tool_calls=2)},
         "hit_cost_cap": {"model": ScriptedModel(read), "limits": Limits(max_cost=2.5), "price": Price(10_000, 10_000)},
         "context_overflow": {"model": ScriptedModel(["hi"]), "context_window": 100},  # the system prompt is longer
+        "gateway_budget": {"model": SpentKey()},
     }
+
+
+class SpentKey:
+    """A model behind a gateway whose key's budget is spent (the real answer: tests/unit/test_gateway.py)."""
+
+    name = "behind-a-gateway"
+
+    async def stream(self, request):
+        raise GatewayBudgetError("the gateway refused the request: the key's budget is spent")
+        yield
 
 
 def test_every_status_is_reachable_and_only_complete_needs_no_human():

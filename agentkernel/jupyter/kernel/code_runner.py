@@ -162,7 +162,7 @@ class CodeRunner:
         self.shell = shell
         self.executed: list[str] = []
         """Every piece of code that started running (compiled, then run), in order."""
-        self._transformed: tuple[str, Any] | None = None
+        self._prepared: tuple[str, _Compiled] | None = None
 
     async def run(self, code: str) -> Execution:
         """Run ``code``; cancelling this call abandons the code and interrupts its thread."""
@@ -204,16 +204,18 @@ class CodeRunner:
                 raise
         return execution
 
-    def transform(self, code: str) -> str:
-        """``code`` as plain Python (IPython syntax transformed), kept for the :meth:`run` of the same code that
-        follows (the journal of undo reads it first)."""
-        self._transformed = (code, self.shell.transform_cell(code))
-        return self._transformed[1]
+    def prepare(self, code: str) -> list[CodeType]:
+        """``code`` compiled now, kept for the :meth:`run` of the same code that follows (the undo journal reads
+        what it can reach first); raise SyntaxError."""
+        self._prepared = (code, self.compile(code))
+        return [c for c in (self._prepared[1].body, self._prepared[1].value) if c is not None]
 
     def compile(self, code: str) -> _Compiled:
         """Compile IPython syntax into the statements and the final expression; raise SyntaxError."""
-        transformed, self._transformed = self._transformed, None
-        source = transformed[1] if transformed and transformed[0] == code else self.shell.transform_cell(code)
+        prepared, self._prepared = self._prepared, None
+        if prepared is not None and prepared[0] == code:
+            return prepared[1]
+        source = self.shell.transform_cell(code)
         name = f"<agent code {next(_names)}>"
         # Registered with linecache so that tracebacks show the code's lines, as they do for a cell.
         linecache.cache[name] = (len(source), None, source.splitlines(keepends=True), name)

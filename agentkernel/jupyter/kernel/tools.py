@@ -178,12 +178,12 @@ class KernelTools:
         can reach before and what it changed after, whatever happened meanwhile (an error, Stop); ``changed`` gets
         the display naming the changed variables."""
         try:
-            source = self.runner.transform(code)
-        except Exception:  # the runner reports it when it compiles the code
-            source = ""
+            compiled = self.runner.prepare(code)
+        except Exception:  # the code cannot run: the runner says why when it compiles it again
+            compiled = []
         journal = self.journals.run(run_id)
         namespace = self.shell.user_ns
-        call = journal.before(namespace, source)
+        call = journal.before(namespace, compiled, epoch=self.shell.execution_count)
         try:
             yield
         finally:

@@ -178,30 +178,55 @@ def _found(shell: Any, run_id: str) -> tuple[RunChanges | None, Journal | None] 
     return (run if run is not None and run.cells else None), (None if journal.empty else journal)
 
 
-async def undo(shell: Any, run_id: str = "", *, session: str | None = None) -> str:
+async def undo(shell: Any, run_id: str = "", *, session: str | None = None, variables: bool = True) -> str:
     """Take back what ``run_id`` (by default the newest run with something left to undo) did to the notebook and to
     the kernel's variables, in one step; one line saying what was done, what was left, or why not. The variables
     are taken back wherever the kernel runs; the cells where the extension answers. ``session``: the client session
-    asking (by default the running cell's)."""
-    found = _found(shell, run_id)
+    asking (by default the running cell's); ``variables=False``: the cells only (the live panel's button, while the
+    run's code may still be running)."""
+    found = _found(shell, run_id) if variables else ChangeLog.of(shell).find(run_id)
     if isinstance(found, str):
         return found
-    run, journal = found
+    run, journal = found if isinstance(found, tuple) else (found, None)
     cells = await _undo_cells(shell, run, session) if run is not None else ""
     if journal is None:
         return cells
     return together(journal, journal.undo(shell.user_ns), cells)
 
 
-def undo_variables(shell: Any, run_id: str = "") -> str:
-    """Take back what ``run_id`` did to the kernel's variables only (where the front end cannot be asked)."""
-    found = _found(shell, run_id)
+def undo_unawaited(shell: Any, line: str, why: str) -> str:
+    """``%agent_undo`` where it cannot await the front end (``why``): the run's variables are taken back, its cells
+    cannot be."""
+    words = line.split()
+    if len(words) > 1:
+        return f"%agent_undo takes at most one run id, not {line.strip()!r}"
+    cannot = f"the front end's answers arrive only while the cell awaits, and {why}"
+    found = _found(shell, words[0] if words else "")
     if isinstance(found, str):
         return found
     run, journal = found
     if journal is None:
-        return ""
-    return together(journal, journal.undo(shell.user_ns))
+        return f"cannot undo here: {cannot}"
+    said = together(journal, journal.undo(shell.user_ns))
+    return f"{said}; its cells were not: {cannot}" if run is not None else said
+
+
+def record_output(shell: Any, run_id: str, changes: RunChanges | None) -> dict[str, Any] | None:
+    """The display bundle of a finished run's Undo button (the extension renders it; elsewhere the text shows), when
+    the run changed cells or variables; else None."""
+    journal = journals_of(shell).runs.get(run_id)
+    names = journal.names if journal is not None else 0
+    cells = changes is not None and bool(changes.cells)
+    if not cells and not names:
+        return None
+    bundle: dict[str, Any] = changes.output() if changes is not None and cells else \
+        {UNDO_MIME: {"run_id": run_id, "cells": 0}}
+    if names:
+        bundle[UNDO_MIME]["variables"] = names
+        what = f"{changes.summary()} and " if changes is not None and cells else ""
+        bundle["text/plain"] = (f"this run changed {what}{names} variable{'s' * (names != 1)}; %agent_undo {run_id} "
+                                "takes it back while this kernel runs")
+    return bundle
 
 
 def together(journal: Journal, outcome: Outcome, cells: str = "") -> str:
@@ -293,7 +318,7 @@ def live_button(shell: Any, changes: RunChanges, session: str) -> Any:
 
     async def take_back() -> None:
         button.disabled = True
-        said.value = html.escape(await undo(shell, changes.run_id, session=session))
+        said.value = html.escape(await undo(shell, changes.run_id, session=session, variables=False))
         button.disabled = False
 
     button.on_click(lambda _: loop.call_soon_threadsafe(lambda: loop.create_task(take_back())))

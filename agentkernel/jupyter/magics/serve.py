@@ -56,6 +56,7 @@ class ServeMagics(StateMagics):
         except UsageError as e:
             raise UsageError(f"%agent_serve: {e} (%%agent? lists the options)") from None
         plan = RunPlan.of(options)
+        plan.policy.check_serve()
         KERNEL.configure(keys=plan.keys(None), env_names=options.secret_env)
         state.note_short(options.secret_env)
         tools = run_tools(state, plan, model_images=True)
@@ -63,7 +64,7 @@ class ServeMagics(StateMagics):
         served = await state.serving.start(plan, tools, port=port, nobody=nobody, shell=state.shell)
         state.user_ns["_agent_serve"] = served
         bundle = served.panel.view._repr_mimebundle_()
-        bundle["text/plain"] = SERVE_TEXT  # fixed, and without the token: the snippets live in widget state
+        bundle["text/plain"] = SERVE_TEXT  # fixed (the snippets hold no token: they read it from a file)
         served.shown = display(bundle, raw=True, display_id=True)
         if nobody:
             print(f"agentkernel: side-effecting calls are denied at once ({nobody}); --allow-writes runs them")

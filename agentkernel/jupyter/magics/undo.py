@@ -1,4 +1,4 @@
-"""``%agent_undo [RUN_ID]``: take back a run's notebook changes."""
+"""``%agent_undo [RUN_ID]``: take back a run's notebook changes and what it did to the kernel's variables."""
 
 from __future__ import annotations
 
@@ -17,14 +17,18 @@ class UndoMagics(StateMagics):
 
     @line_magic
     def agent_undo(self, line: str) -> None:
-        """``%agent_undo [RUN_ID]``: take back the notebook changes of a run (by default the last run that changed
-        the notebook) in one step: the cells it added are removed, the cells it edited get their source back. A cell
-        changed since the run wrote it is left as it is and named. Works in JupyterLab and Notebook 7 with
-        agentkernel's extension, alone in its cell (it is awaited while the front end answers); elsewhere it says
-        why it cannot."""
+        """``%agent_undo [RUN_ID]``: take back what a run (by default the newest with something left to undo) did,
+        in one step: the cells it added are removed, the cells it edited get their source back, the variables its
+        ``run_python`` calls made are removed, those it rebound or deleted get their objects back, and objects it
+        changed in place get their contents back. A cell or a variable changed since the run is left as it is and
+        named, and so is what cannot be restored. The variables are taken back wherever the kernel runs; the cells
+        in JupyterLab and Notebook 7 with agentkernel's extension, alone in its cell (it is awaited while the front
+        end answers); elsewhere it says why it cannot."""
+        from ..kernel.undo import undo_unawaited
+
         why = "%autoawait is off (%autoawait on lets it wait)" if not self.state.shell.autoawait else \
             "%agent_undo must be alone in its cell, which is then awaited"
-        print(f"cannot undo here: the front end's answers arrive only while the cell awaits, and {why}")
+        print(undo_unawaited(self.state.shell, line, why))
 
     async def undo(self, line: str, cell: str | None = None) -> None:
         """The awaited ``%agent_undo``."""

@@ -1,0 +1,98 @@
+"""What the undo journal costs a ``run_python`` call (agentkernel/journal.py).
+
+Not a test: run ``PYTHONPATH=. python benchmarks/undo.py``. In an in-process IPython shell (no kernel) whose
+namespace holds 10,000 names, it times ``run_python`` calls (the kernel tool, as a run calls it) with the journal
+and without it (the journal's wrapping replaced by nothing), alternating the two, and prints the ratio of the best
+times: for code that touches one small object (the goal is at most 1.1x), as a later call of the run (the object was
+copied by the first) and as the first call of a run (it is copied), code that only binds a name, and code that calls
+a notebook function (whose code is read to see what it uses). Then the copy cost per MB touched: code that
+changes one element of an array or a DataFrame of 8 and 64 MB in place, with the journal against without, divided
+by the size (the copy, and the fingerprints before and after).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from IPython.core.interactiveshell import InteractiveShell
+
+from agentkernel.jupyter.kernel.tools import KernelTools
+from agentkernel.tools import ToolContext
+
+NAMES = 10_000
+
+
+def namespace(shell: InteractiveShell) -> None:
+    ns = shell.user_ns
+    for i in range(NAMES):
+        kind = i % 10
+        ns[f"v{i}"] = [i, i + 1] if kind == 0 else {"k": i} if kind == 1 else f"text {i}" if kind == 2 else i
+    ns["small"] = [1, 2, 3]
+    ns["np"], ns["pd"] = np, pd
+    shell.run_cell("def helper(x):\n    small[1] += x\n    return small[1]", store_history=False)
+
+
+@contextlib.contextmanager
+def nothing(code: str, run_id: str, changed: list[Any]) -> Iterator[None]:
+    yield
+
+
+async def best(tools: KernelTools, code: str, journal: bool, repeats: int, fresh: bool) -> list[float]:
+    times = []
+    for i in range(repeats):
+        ctx = ToolContext("call", "run_python", run_id=f"bench{i}" if fresh else "bench")
+        if not journal:
+            tools.journaled = nothing  # type: ignore[assignment,method-assign]
+        start = time.perf_counter()
+        await tools.run_python(code, ctx)
+        times.append(time.perf_counter() - start)
+        if not journal:
+            del tools.journaled
+    return times
+
+
+async def compare(tools: KernelTools, code: str, rounds: int = 15, repeats: int = 20,
+                  fresh: bool = False) -> tuple[float, float]:
+    """The best time of ``code`` with and without the journal, the two alternating in rounds. ``fresh``: each call
+    is the first of its run (its objects are copied); else the calls of a round are one run (copied once)."""
+    with_journal: list[float] = []
+    without: list[float] = []
+    for _ in range(rounds):
+        without += await best(tools, code, False, repeats, fresh)
+        with_journal += await best(tools, code, True, repeats, fresh)
+        tools.journals.runs.clear()  # the copies of the last round are not kept for ever
+    return min(with_journal), min(without)
+
+
+async def main() -> None:
+    shell = InteractiveShell.instance()
+    namespace(shell)
+    tools = KernelTools(shell)
+    print(f"run_python in a namespace of {NAMES:,} names")
+    print(f"{'code':<44}{'journal':>12}{'none':>12}{'ratio':>9}")
+    for label, code, fresh in [("small[0] += 1  (one small list, in place)", "small[0] += 1", False),
+                               ("  the same, first call of each run", "small[0] += 1", True),
+                               ("x = 1", "x = 1", False),
+                               ("helper(2)  (a notebook function)", "helper(2)", False)]:
+        ours, base = await compare(tools, code, fresh=fresh)
+        print(f"{label:<44}{ours * 1e3:>9.3f} ms{base * 1e3:>9.3f} ms{ours / base:>8.2f}x")
+    print("\ncopy cost per MB touched (one element changed in place)")
+    for megabytes in (8, 64):
+        rows = megabytes * 2**20 // 8
+        shell.user_ns["arr"] = np.zeros(rows)
+        shell.user_ns["frame"] = pd.DataFrame({"a": np.zeros(rows // 2), "b": np.zeros(rows // 2)})
+        for label, code in [(f"array, {megabytes} MB", "arr[0] += 1"), (f"DataFrame, {megabytes} MB",
+                                                                         "frame.iloc[0, 0] += 1")]:
+            ours, base = await compare(tools, code, rounds=3, repeats=3)
+            per = (ours - base) / megabytes
+            print(f"{label:<44}{ours * 1e3:>9.1f} ms{base * 1e3:>9.1f} ms{per * 1e3:>8.2f} ms/MB")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
