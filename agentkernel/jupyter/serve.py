@@ -332,8 +332,6 @@ class KernelServing:
             journal = journals_of(served.shell).runs.get(served.server.session.session_id)
             if journal is not None and journal.names:
                 said += f"; %agent_undo {journal.run_id} takes back what its calls did to the variables"
-        if served.transcript:
-            said += f"; its transcript is {served.transcript}"
         return said
 
 

@@ -62,6 +62,13 @@ WRITES = setup(READ, "Call('add_cell', {'source': '## Findings\\nPune.', 'cell_t
 NOTEBOOKS["undo-live.ipynb"] = [
     ("code", "setup", setup("Call('add_cell', {'source': 'x = 1'})", "Call('run_python', {'code': '1'})")),
     ("code", "agent", "%%agent -m m\nAdd, then run.")]
+NOTEBOOKS["undo-variables.ipynb"] = [
+    ("code", "setup", setup("Call('add_cell', {'source': '## Findings', 'cell_type': 'markdown'})",
+                            "Call('run_python', {'code': \"rows.append(2)\\nmodel = 'fitted'\\ntmp = 1\"})")
+     + "\nrows, model = [1], 'untrained'"),
+    ("code", "agent", "%%agent -m m --allow-writes\nWork."),
+    ("code", "mine", "model = 'mine'"),
+    ("code", "show", "print(rows, model, 'tmp' in dir())")]
 for name in ("undo.ipynb", "undo-changed.ipynb"):
     NOTEBOOKS[name] = [("code", "setup", WRITES), ("code", "user", "y = 1"), ("code", "mine", "z = 1"),
                        ("code", "agent", "%%agent -m m --allow-writes\nWrite it down.")]
@@ -245,3 +252,25 @@ def test_the_live_panels_undo_takes_back_what_the_run_added_while_it_runs(open_n
     nb.wait_done(1, 60)
     expect(nb.output(1).get_by_role("button", name=re.compile("Undo this run's notebook changes"))).to_have_count(0)
 
+
+
+def test_one_click_takes_back_the_cells_and_the_variables_and_says_what_it_left(open_notebook: OpenNotebook,
+                                                                                lab_server: LabServer) -> None:
+    nb = open_notebook("undo-variables.ipynb")
+    nb.run_and_wait(0, 60)
+    nb.run_and_wait(1, 60)
+    expect(nb.page.locator(".jp-Notebook .jp-Cell")).to_have_count(5)  # its Markdown cell, below the agent's
+    expect(nb.output(1)).to_contain_text("rows (in place), model (rebound), tmp (new)")  # the call's title
+    nb.run_and_wait(3)  # the user rebinds model after the run
+    button = nb.output(1).get_by_role("button", name="Undo this run")
+    expect(nb.output(1).locator(".jp-agentkernel-undo-line")).to_have_text(
+        re.compile(r"^run \w{12} changed 1 cell and 3 variables$"))
+    button.click()
+    line = nb.output(1).locator(".jp-agentkernel-undo-line")
+    expect(line).to_have_text(re.compile(
+        r"^undid part of run \w{12}: removed 1 added cell; variables: restored 2 variables: rows \(contents\), tmp "
+        r"\(removed\); left as they are, changed since the run: model; what the code of its 1 run_python call did "
+        r"outside the kernel's variables \(files, requests\) is not undone$"), timeout=30_000)
+    expect(nb.page.locator(".jp-Notebook .jp-Cell")).to_have_count(4)
+    shot(nb, lab_server, "undo-variables", 1)
+    assert outputs(nb, 3).strip() == "[1] mine False"

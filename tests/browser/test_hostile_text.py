@@ -1,4 +1,4 @@
-"""Model and tool text is data, never markup (issue 36), in JupyterLab and Notebook 7 with Chromium.
+"""Model and tool text is data, never markup, in JupyterLab and Notebook 7 with Chromium.
 
 A run whose streamed text, answer, tool arguments, tool outputs, a tool's displays and an approval hold hostile
 markup (:mod:`hostile_text`: scripts and handlers that would set ``window.pwned``, frames, remote images by HTML,

@@ -209,7 +209,7 @@ def test_approve_and_deny_a_side_effecting_tool(open_notebook: OpenNotebook, lab
 
 
 def test_invisible_characters_are_shown_and_flagged_before_approve(open_notebook: OpenNotebook) -> None:
-    """Issue 27, item 6: bidirectional controls in run_python's code would make the panel show a harmless line; they
+    """Bidirectional controls in run_python's code would make the panel show a harmless line; they
     are shown as ⟨U+202E⟩ and counted above the code, before Approve."""
     nb = open_notebook("trojan.ipynb")
     nb.run_and_wait(0)

@@ -1,4 +1,4 @@
-"""The notebook you keep: a finished run stays readable wherever the notebook is opened (issue 28), in JupyterLab and
+"""The notebook you keep: a finished run stays readable wherever the notebook is opened, in JupyterLab and
 Notebook 7 with agentkernel's extension and Chromium.
 
 A run reads the notebook, asks to run ``run_python`` (which draws a figure), ``add_cell`` and ``edit_cell`` (the

@@ -1,4 +1,4 @@
-"""``_agent`` holds markers (issue 36): a secret the model wrote in its answer, its call arguments and code reaches no
+"""``_agent`` holds markers: a secret the model wrote in its answer, its call arguments and code reaches no
 display of the run's result in a real kernel — ``_agent`` shown as a cell's value (text/plain and text/html), its
 ``answer``, ``history`` and ``executed_code``, ``repr``, ``pprint``, the answer shown as Markdown — and a secret named
 only after the run is shown as its marker by ``_agent``'s own displays.

@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 
 from kernel_client import KernelSession, Message, button_description, kernel_fixtures
-
-STOP_BOUND = 0.5  # seconds from the Stop click to the cell going idle (measured ~0.01-0.05 s)
+from timing import STOP_BOUND
 
 SETUP = """\
 %reset -f

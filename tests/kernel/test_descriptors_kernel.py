@@ -1,5 +1,5 @@
 """What ``run_python``'s code writes to file descriptors 1 and 2 (a subprocess, ``os.system``, ``!echo``,
-``os.write``), in a real kernel that captures them as users' kernels do (issue 36, item 2): it is part of the call's
+``os.write``), in a real kernel that captures them as users' kernels do: it is part of the call's
 output to the model, as the cell would show it, redacted; no iopub message and no request body holds a secret raw;
 and a child that writes after its call ended writes to the kernel's own log, redacted, never into a user's cell.
 """

@@ -1,4 +1,4 @@
-"""Fault injection for run_python's displays (issue 17, item 4): a display whose text holds the API key.
+"""Fault injection for run_python's displays: a display whose text holds the API key.
 
 A matplotlib figure whose title is set from a variable holding the key, shown with its SVG beside the PNG (the
 SVG keeps the title as text), an HTML, Markdown and JSON display of it, and a DataFrame value holding it: every
@@ -65,7 +65,7 @@ def test_a_key_in_a_display_s_text_is_redacted_before_it_is_shown_saved_or_sent(
     assert cell.status == "ok" and not cell.errors, cell.describe()
     assert kernel.value("_agent.status") == "complete"
     # The displays did reach the panel and the cell (so this checks something): their text parts redacted. The
-    # panel and the record show a display's figure only (issue 36: no tool's HTML or Markdown is rendered).
+    # panel and the record show a display's figure only (no tool's HTML or Markdown is rendered).
     shown = json.dumps([m["content"] for m in cell.messages])
     assert "[secret $OPENAI_API_KEY]" in shown
     figures = [m for m in cell.of_type("comm_msg", "comm_open") if "data:image/png;base64," in json.dumps(m["content"])]

@@ -1,4 +1,4 @@
-"""Fault injection for what a run keeps (issue 12): text that UTF-8 cannot encode, transcripts that cannot be
+"""Fault injection for what a run keeps: text that UTF-8 cannot encode, transcripts that cannot be
 written or were cut, and resuming from a transcript file.
 
 Each test is a case that broke the run before. What must hold: the run ends as it would have, every call has its

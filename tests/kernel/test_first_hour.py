@@ -1,4 +1,4 @@
-"""A stranger's first hour (issue 29), in a real kernel: the README's session run twice gives the same answers, a
+"""A stranger's first hour, in a real kernel: the README's session run twice gives the same answers, a
 run stopped at its approval leaves the next run its tool call, each missing SDK is one line naming its ``pip
 install`` and leaves ``_agent``, a misspelt provider gets a suggestion, and another project's ``agentkernel``
 installed beside this one is named at ``%load_ext``.

@@ -1,7 +1,7 @@
-"""A notebook run with no front end (nbclient, papermill, ``jupyter nbconvert --execute``) and without ``CI`` set
-(issue 24, item 3): a side-effecting call is denied at once, saying why and what to pass, instead of waiting
+"""A notebook run with no front end (nbclient, papermill, ``jupyter nbconvert --execute``) and without ``CI`` set:
+a side-effecting call is denied at once, saying why and what to pass, instead of waiting
 ``approval_timeout`` (300 s) per call; a front end's request (``allow_stdin``, a ``cellId``) still asks, and a
-console's (``allow_stdin`` and no ``cellId``, issue 27 item 7) asks through ``input()``.
+console's (``allow_stdin`` and no ``cellId``) asks through ``input()``.
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def test_nbclients_request_is_denied_at_once(kernel: KernelSession):
 @pytest.mark.parametrize("answer", ["y", "n"])
 def test_a_consoles_request_asks_through_input(kernel: KernelSession, answer: str):
     """``jupyter console`` (jupyter_client's default request: ``allow_stdin`` and no ``cellId``) can answer
-    ``input()`` but shows no widgets (issue 27, item 7): the question comes as an ``input_request`` on the stdin
+    ``input()`` but shows no widgets: the question comes as an ``input_request`` on the stdin
     channel, at once, and the answer decides. (tests/kernel/test_terminal.py drives jupyter console itself.)"""
     cell = Cell(kernel, execute(kernel, "%%agent -m m --tools write_note\ngo", True, {}), "agent")
     request = kernel.kc.get_stdin_msg(timeout=30)

@@ -1,18 +1,22 @@
-"""Model and tool text is data, never markup (issue 36), in a real kernel: a run whose streamed text, answer, tool
+"""Model and tool text is data, never markup, in a real kernel: a run whose streamed text, answer, tool
 arguments, tool outputs, a tool's displays, an approval and an error all hold hostile markup and escape sequences
 (:mod:`hostile_text`), and EVERY display the kernel sends for it (display_data, update_display_data,
 execute_result, and the widgets' state: HTML values, Output widgets' outputs) is checked with a real HTML parser
 (:mod:`live_html`): nothing that runs, nothing fetched, no escape sequence in plain text; the live panel and the
-record both.
+record both. And ``%agent_serve``'s panel, for an outside agent whose name, arguments and results hold the same.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
+import time
 from typing import Any
 
+import pytest
 from hostile_text import HOSTILE, TERMINAL
-from kernel_client import Cell, KernelSession, kernel_fixtures, widget_state
+from kernel_client import Cell, KernelSession, Message, button_description, kernel_fixtures, widget_state
 from live_html import live_parts
 
 SETUP = f"""\
@@ -69,9 +73,14 @@ def checked_bundle(data: dict[str, Any], where: str) -> None:
 
 def check_every_display(cell: Cell) -> dict[str, int]:
     """Check every display message and every widget state of ``cell``; count what was checked by kind."""
+    return check_messages(cell.messages)
+
+
+def check_messages(messages: list[Message]) -> dict[str, int]:
+    """Check every display message and every widget state in ``messages``; count what was checked by kind."""
     models: dict[str, str] = {}
     seen = {"bundles": 0, "html_widgets": 0, "outputs": 0}
-    for msg in cell.messages:
+    for msg in messages:
         kind, content = msg["msg_type"], msg["content"]
         if kind in ("display_data", "update_display_data", "execute_result"):
             checked_bundle(content["data"], kind)
@@ -132,3 +141,52 @@ def test_an_error_cell_and_the_result_s_displays_are_data(kernel: KernelSession)
     check_every_display(shown)
     assert all("&lt;script&gt;" in m["content"]["data"]["text/html"]
                for m in shown.of_type("display_data", "execute_result")), shown.describe()
+
+
+def test_the_serve_panel_shows_an_outside_agent_s_hostile_text_as_data(kernel: KernelSession):
+    """``%agent_serve``: an outside agent that names itself with markup, asks for a variable holding it, calls with
+    it as arguments and runs code printing it (approved in the panel): every message the kernel sends meanwhile,
+    whichever cell it is sent under, is data."""
+    pytest.importorskip("mcp")
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.types import Implementation
+
+    since = time.monotonic()
+    kernel.ok("%agent_serve")
+    url, headers = kernel.value("_agent_serve.url"), kernel.value("_agent_serve.headers")
+    kernel.ok("page = HOSTILE")
+    outputs: list[str] = []
+
+    async def main() -> None:
+        async with httpx2.AsyncClient(headers=headers, timeout=60) as http, \
+                Client(streamable_http_client(url, http_client=http),
+                       client_info=Implementation(name=HOSTILE[:200], version="1")) as c:
+            for name, arguments in (("inspect_variable", {"name": "page"}), ("inspect_variable", {"name": HOSTILE}),
+                                    ("run_python", {"code": f"print({HOSTILE!r})"})):
+                result = await c.call_tool(name, arguments)
+                outputs.append("".join(part.text for part in result.content if part.type == "text"))
+
+    def approve_when_asked() -> None:
+        while True:
+            asked = [m for messages in list(kernel.iopub.values()) for at, m in messages
+                     if at > since and button_description(m) == "Approve"]
+            if asked:
+                kernel.click(asked[-1]["content"]["comm_id"])
+                return
+            kernel.pump(0.02)
+
+    client = threading.Thread(target=lambda: asyncio.run(asyncio.wait_for(main(), 90)))
+    client.start()
+    approve_when_asked()
+    while client.is_alive():
+        kernel.pump(0.05)
+    kernel.ok("%agent_serve stop")
+    assert len(outputs) == 3 and "window.pwned=1" in outputs[0] and "window.pwned=1" in outputs[2], outputs
+    messages = sorted((at, m) for batch in list(kernel.iopub.values()) for at, m in batch if at > since)
+    seen = check_messages([m for _, m in messages])
+    assert seen["html_widgets"] > 3, seen
+    shown = json.dumps([m["content"] for _, m in messages], ensure_ascii=False)
+    assert "&lt;script&gt;window.pwned=1&lt;/script&gt;" in shown  # it reached the panel, as text
+    assert "connected: &lt;script&gt;window.pwned=1" in shown  # the client's name too

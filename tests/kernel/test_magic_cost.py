@@ -25,10 +25,10 @@ def test_max_cost_without_a_price_fails_the_cell_at_once_naming_price(kernel: Ke
     (error,) = cell.errors
     assert error["ename"] == "AgentConfigError"
     assert re.search(r"--max-cost needs a price.*'scripted'.*give --price IN,OUT\[,CACHED_IN\]", error["evalue"])
-    # a scripted model is looked up nowhere: the reason says so, not "at this URL" (issue 29)
+    # a scripted model is looked up nowhere: the reason says so, not "at this URL"
     assert "(it is a model object that names no provider or URL" in error["evalue"], error["evalue"]
     assert cell.displays == []  # no panel: nothing ran
-    # _agent holds the failed start (issue 24): no request was made, and the message is kept
+    # _agent holds the failed start: no request was made, and the message is kept
     assert kernel.value("[_agent.status, _agent.rounds, '--price' in _agent.detail]") == ["fatal_error", 0, True]
 
 

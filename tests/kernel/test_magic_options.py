@@ -85,7 +85,7 @@ def test_help_groups_every_option_with_its_default(kernel: KernelSession, code: 
     usage, _ = text.split("Run an LLM tool-use loop", 1)
     assert "%%agent [options]" in usage and "%agent [options] prompt" in usage, usage
     assert "for %agent: the cell body" not in text  # argparse's eaten %
-    assert "::" not in usage, usage  # no reST literal-block marker above the usage (issue 29)
+    assert "::" not in usage, usage  # no reST literal-block marker above the usage
     flat = " ".join(text.split())
     positions = [flat.index(f" {group}: --") for group in GROUPS]
     assert positions == sorted(positions), "groups in order"

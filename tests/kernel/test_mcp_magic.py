@@ -1,4 +1,4 @@
-"""MCP servers through the magic in a real kernel (issue 16), against servers nobody here wrote: ``mcp-server-time``,
+"""MCP servers through the magic in a real kernel, against servers nobody here wrote: ``mcp-server-time``,
 ``mcp-server-git`` (on a temporary repository) and the reference ``server-everything``.
 
 A scripted model makes the calls; each test reads what the model was given (``_agent.history``), how the cell ended,
@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 from kernel_client import KernelSession, agent_kernel, kernel_env
 from mcp_servers import TZ_CALL, git_repository, need, processes, servers, write_config
-
-STOP_BOUND = 1.0  # Stop / --max-seconds: the cell idle within this of the click or the deadline (issue: 0.5 s)
+from timing import STOP_BOUND_BUSY
 
 RESET = """\
 %reset -f
@@ -100,7 +99,7 @@ def test_without_trusted_annotations_every_call_asks(kernel: KernelSession):
     assert output.startswith("denied: clock__convert_time") and "AGENTKERNEL_NONINTERACTIVE is set" in output
     assert output.startswith("denied: clock__convert_time may have side effects: MCP server 'clock''s annotations "
                              "are not trusted, and nobody can approve it"), output
-    assert "has side effects" not in output  # it is not known to have any (issue 29)
+    assert "has side effects" not in output  # it is not known to have any
     assert '"trustAnnotations": true' in output and "--allow-writes" in output
     assert kernel.value("_agent.denied_calls") == 1
     assert "agent: complete · 2 rounds · 1 tool call · 1 call denied ·" in cell.displays[-1]["text/plain"]
@@ -238,7 +237,7 @@ def test_a_bad_command_and_a_malformed_config_are_clear(kernel: KernelSession):
 
 
 def test_a_server_that_fails_at_start_is_one_error_line_without_its_token(kernel: KernelSession):
-    """Issue 27, item 9: an error line as for any bad input (it was a full traceback on stderr), quoting the server's
+    """An error line as for any bad input (it was a full traceback on stderr), quoting the server's
     stderr with the token its entry configures redacted."""
     token = "tok-" + "0123456789abcdefghij" * 2
     code = "import os, sys; print('auth failed for', os.environ['SERVICE_TOKEN'], file=sys.stderr); sys.exit(3)"
@@ -340,7 +339,7 @@ def test_stop_cuts_a_long_running_call_and_the_next_cell_runs_at_once(kernel: Ke
     kernel.settle(1.0)
     clicked = kernel.click(stop)
     cell.wait(20)
-    assert cell.idle_at - clicked < STOP_BOUND, f"idle {cell.idle_at - clicked:.2f} s after Stop"
+    assert cell.idle_at - clicked < STOP_BOUND_BUSY, f"idle {cell.idle_at - clicked:.2f} s after Stop"
     assert kernel.value("_agent.status") == "aborted"
     assert outputs(kernel)[0].startswith("aborted:")
     started = time.monotonic()
@@ -354,7 +353,7 @@ def test_max_seconds_cuts_a_long_running_call(kernel: KernelSession):
     cell.wait(30)
     [error] = cell.errors
     assert error["ename"] == "HitWallClock"
-    assert cell.idle_at - cell.sent_at < 2 + STOP_BOUND + 1.0
+    assert cell.idle_at - cell.sent_at < 2 + STOP_BOUND_BUSY + 1.0
     assert outputs(kernel)[0].startswith("aborted:")
     agent(kernel, ["Call('everything__echo', {'message': 'again'})"], "--mcp everything")
     assert outputs(kernel) == ["Echo: again"]

@@ -1,4 +1,4 @@
-"""Where a newcomer tripped (issue 24), in a real kernel: bad cassette and transcript files, denials that say the
+"""Where a newcomer tripped, in a real kernel: bad cassette and transcript files, denials that say the
 real reason and are counted, truncation that says whose cap cut it, identical not-run calls shown once, the answer
 as Markdown in the saved rendering, option lines expanded like other magics' lines, ``%agent_mcp --mcp-config``,
 ``_agent`` after a failed start, and an approval nobody answers.
@@ -47,7 +47,7 @@ def one_line_error(cell, ename: str = "AgentConfigError") -> str:
     return error["evalue"]
 
 
-# -- item 5: bad --replay / --record / --continue files ------------------------------------------------------------
+# -- bad --replay / --record / --continue files ------------------------------------------------------------------------
 
 def test_a_missing_or_corrupt_cassette_is_one_line_naming_the_file_and_line(kernel: KernelSession, tmp_path: Path):
     missing = one_line_error(kernel.run(f"%%agent --replay {tmp_path}/none.jsonl\nhi"))
@@ -77,7 +77,7 @@ def test_a_bad_continue_file_is_one_line(kernel: KernelSession, tmp_path: Path):
     assert "holds no history" in one_line_error(kernel.run(f"%%agent -m m --continue {tmp_path}/junk.jsonl\nhi"))
 
 
-# -- item 6: denials that say why, and are counted ---------------------------------------------------------------
+# -- denials that say why, and are counted -----------------------------------------------------------------------------
 
 def test_a_denial_in_ci_says_why_and_the_run_counts_it(kernel: KernelSession):
     kernel.ok("os.environ['CI'] = '1'\nm = ScriptedModel([Call('write_note', {'text': 'hi'}), 'done'])")
@@ -94,7 +94,7 @@ def test_a_denial_in_ci_says_why_and_the_run_counts_it(kernel: KernelSession):
     assert panel_status, "the panel's status line counts the denied call"
 
 
-# -- item 7: whose cap cut the response; identical not-run calls ------------------------------------------------
+# -- whose cap cut the response; identical not-run calls ---------------------------------------------------------------
 
 def test_truncation_by_max_output_tokens_names_the_option(kernel: KernelSession):
     kernel.ok(f"os.environ['OPENAI_API_KEY'] = {TEST_KEY!r}")
@@ -121,7 +121,7 @@ def test_identical_not_run_calls_are_one_section_with_a_count(kernel: KernelSess
     assert titles, "the panel shows one section counting the 19 calls"
 
 
-# -- item 8: the answer as Markdown (rendered by us: issue 36) ---------------------------------------------------
+# -- the answer as Markdown (rendered by us) ---------------------------------------------------------------------------
 
 def test_the_static_rendering_carries_the_answer_rendered_from_markdown(kernel: KernelSession):
     kernel.ok("m = ScriptedModel([Call('list_dir', {}), 'Found **two** files:\\n\\n- `a.txt`\\n- `b.txt`'])")
@@ -133,11 +133,11 @@ def test_the_static_rendering_carries_the_answer_rendered_from_markdown(kernel: 
                            "<p><b>agent: complete · 2 rounds · 1 tool call")
     details = [line for line in page.split("\n") if line.startswith("<details>")]
     assert len(details) == 1  # the call's section, on one line
-    # HTML and plain text only: a front end renders the HTML inside text/markdown live (issue 36)
+    # HTML and plain text only: a front end renders the HTML inside text/markdown live
     assert set(final) == {"text/html", "text/plain"}
 
 
-# -- item 9: option lines expanded ------------------------------------------------------------------------------
+# -- option lines expanded ---------------------------------------------------------------------------------------------
 
 def test_option_lines_are_expanded_like_other_magics_lines(kernel: KernelSession, tmp_path: Path):
     kernel.ok(f"m = ScriptedModel(['first', 'second'])\npath = {str(tmp_path / 'run.jsonl')!r}\nsecs = 30\n"
@@ -163,7 +163,7 @@ def test_no_expand_keeps_the_prompt_literal_and_its_help_says_both(kernel: Kerne
             "are expanded as IPython expands a magic line) (default: expanded") in flat
 
 
-# -- item 10: %agent_mcp --mcp-config, _agent after a failed start ----------------------------------------------
+# -- %agent_mcp --mcp-config, _agent after a failed start --------------------------------------------------------------
 
 def test_agent_mcp_reads_the_configuration_it_is_given(kernel: KernelSession):
     write_config(kernel.cwd / "trusted.json", {"mcpServers": {"clock": {"command": "mcp-server-time",
@@ -189,7 +189,7 @@ def test_agent_holds_a_fatal_error_result_after_a_failed_start(kernel: KernelSes
     assert kernel.value("len(_agent.history)") == 2  # the earlier run's history, for --continue
 
 
-# -- item 3: an approval nobody answers -------------------------------------------------------------------------
+# -- an approval nobody answers ----------------------------------------------------------------------------------------
 
 def test_an_unanswered_approval_says_it_timed_out(kernel: KernelSession):
     kernel.ok("%config AgentMagics.approval_timeout = 0.5\n"

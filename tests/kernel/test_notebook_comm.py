@@ -191,7 +191,7 @@ def test_an_extension_without_the_notebook_panel_is_no_front_end(kernel: KernelS
 
 
 def test_a_failed_hello_is_tried_again_in_the_next_run(kernel: KernelSession):
-    """Issue 27, item 9: a hello the front end answered with an error, or with a reply that is not agentkernel's,
+    """A hello the front end answered with an error, or with a reply that is not agentkernel's,
     disabled the notebook tools for that front end until the page was reloaded (the same client session)."""
     code = agent_cell(kernel, [("read_notebook", {})])
     notebook = FakeNotebook(kernel, study(code))
@@ -209,7 +209,7 @@ JUNK = 2000
 
 
 def test_junk_replies_cost_no_more_than_reading_them(kernel: KernelSession):
-    """Issue 27, item 9, counted in work, not time: 2,000 replies nobody asked for, sent while the run waits for its
+    """Counted in work, not time: 2,000 replies nobody asked for, sent while the run waits for its
     read and after the run closed the comm, schedule nothing on the kernel's event loop and write nothing to the
     cell's stderr (each made the comm package log "No such comm" through ipykernel's IO thread: about a minute on a
     loaded machine)."""

@@ -11,10 +11,9 @@ import json
 import re
 
 from kernel_client import KernelSession, Message, kernel_fixtures
+from timing import STOP_BOUND
 
 from agentkernel.jupyter.panel import LIVE_ENTRIES
-
-STOP_BOUND = 0.5  # seconds from the Stop click to the cell going idle (measured ~0.01-0.05 s)
 
 SETUP = """\
 %reset -f

@@ -1,5 +1,5 @@
-"""Issue 31 in a real kernel: AGENTS.md instructions, the notebook's tagged cells, skills loaded on demand, and MCP
-prompts and resources, against a loopback OpenAI server (what each request carries) and real MCP servers.
+"""A project's context in a real kernel: AGENTS.md instructions, the notebook's tagged cells, skills loaded on demand,
+and MCP prompts and resources, against a loopback OpenAI server (what each request carries) and real MCP servers.
 
 The kernel works in ``project/analysis``; ``--root`` is ``project``.
 """

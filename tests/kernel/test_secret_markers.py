@@ -1,4 +1,4 @@
-"""Markers round-trip, never overwrite (issue 27): the model reads a cell holding a secret as ``[secret $NAME]``;
+"""Markers round-trip, never overwrite: the model reads a cell holding a secret as ``[secret $NAME]``;
 the tools that write (``edit_cell``, ``add_cell``, ``run_python``) give the value back where a marker stands
 exactly where the cell held it, and refuse a marker anywhere else, saying what to use. The approval shows markers on
 both sides of the diff, never the value. In a real kernel, the front end played by the test (as in

@@ -1,4 +1,4 @@
-"""Fault injection for issue 23 (secrets stay in the kernel), in a real kernel against a fake OpenAI server.
+"""Fault injection for secrets, which stay in the kernel, in a real kernel against a fake OpenAI server.
 
 A kernel holds secrets of every kind the set takes: secret-named environment variables (``GITHUB_TOKEN``,
 ``AWS_SECRET_ACCESS_KEY``, ``HF_TOKEN``, ``SLACK_BOT_TOKEN``), a URL password (``DATABASE_URL``), a notebook variable

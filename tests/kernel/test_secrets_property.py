@@ -1,4 +1,4 @@
-"""No piece of a secret leaves the kernel (issue 27), as a property: random secrets, every road out.
+"""No piece of a secret leaves the kernel, as a property: random secrets, every road out.
 
 Each example draws secrets of 16 to 700 characters, on one line or several, and names each by a rule of the secret
 set: secret-named environment variables (one a PEM-like multi-line key), a URL's password, a name in

@@ -1,5 +1,5 @@
 """The MCP conformance suite (``@modelcontextprotocol/conformance``, pinned in ``tests/serve/package.json``) against
-``%agent_serve`` in a real kernel (issue 30): every server scenario that applies to a served session passes, the
+``%agent_serve`` in a real kernel: every server scenario that applies to a served session passes, the
 expected failures (:data:`serve_clients.EXPECTED_FAILURES`) are exactly the ones that fail, and every other scenario
 of the suite is listed with why it does not apply.
 """

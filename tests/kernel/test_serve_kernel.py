@@ -1,4 +1,4 @@
-"""``%agent_serve`` in a real kernel (issue 30), reached by the official ``mcp`` client over Streamable HTTP as an
+"""``%agent_serve`` in a real kernel, reached by the official ``mcp`` client over Streamable HTTP as an
 outside agent reaches it; the panel's buttons clicked with comm messages as ipywidgets sends them.
 
 Tools listed with their annotations; a read-only call returns what the kernel holds; a side-effecting call waits
@@ -35,8 +35,8 @@ pytest.importorskip("mcp")
 import httpx2  # noqa: E402 - after the skip
 from mcp import Client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from timing import STOP_BOUND_BUSY, until
 
-STOP_BOUND = 1.0
 SECRET = "tok-served-0123456789abcdefghij"
 
 SETUP = f"""\
@@ -231,20 +231,22 @@ def test_a_wrong_token_gets_401_and_runs_nothing(kernel, serve):
     assert kernel.value("ran") == [] and kernel.value("_agent_serve.calls") == []
 
 
-def test_stop_cuts_a_spinning_run_python_within_a_second(kernel, serve):
+def test_stop_cuts_a_spinning_run_python_within_a_second(kernel, serve, tmp_path):
     cell, url, headers = serve("--allow-writes")
+    spinning = tmp_path / "spinning"
 
     async def main() -> None:
         async with client(url, headers) as c:
-            call = asyncio.ensure_future(c.call_tool("run_python", {"code": "ran.append('spin')\nwhile True: pass"}))
-            await asyncio.sleep(1.5)
+            code = f"ran.append('spin')\nopen({str(spinning)!r}, 'w').close()\nwhile True: pass"
+            call = asyncio.ensure_future(c.call_tool("run_python", {"code": code}))
+            await until(spinning.exists, "run_python's code spinning")
             assert not call.done()
             stop = cell.wait_for_button("Stop", 1)  # the serving cell's own
             clicked = await asyncio.to_thread(kernel.click, stop)
             result = await asyncio.wait_for(call, 10)
             took = time.monotonic() - clicked
             assert result.is_error and "aborted" in text(result), text(result)
-            assert took < STOP_BOUND, took
+            assert took < STOP_BOUND_BUSY, took
 
     run(main)
     assert kernel.value("ran") == ["spin"]
@@ -252,14 +254,16 @@ def test_stop_cuts_a_spinning_run_python_within_a_second(kernel, serve):
     assert "Stop" in kernel.value("_agent_serve.ended")
 
 
-def test_a_user_cell_runs_while_serving_and_a_call_waits_for_it(kernel, serve):
+def test_a_user_cell_runs_while_serving_and_a_call_waits_for_it(kernel, serve, tmp_path):
     _, url, headers = serve()
+    sleeping = tmp_path / "sleeping"
 
     async def main() -> None:
         async with client(url, headers) as c:
             await c.call_tool("list_variables", {})  # connected
-            busy = await asyncio.to_thread(kernel.submit, "import time\ntime.sleep(2)\nlate = 'set by the cell'")
-            await asyncio.sleep(0.3)
+            code = f"import time\nopen({str(sleeping)!r}, 'w').close()\ntime.sleep(2)\nlate = 'set by the cell'"
+            busy = await asyncio.to_thread(kernel.submit, code)
+            await until(sleeping.exists, "the user's cell sleeping")
             result = await c.call_tool("inspect_variable", {"name": "late"})  # sent while the cell sleeps
             await asyncio.to_thread(busy.wait, 30)
             assert busy.status == "ok"

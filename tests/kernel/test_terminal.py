@@ -1,10 +1,10 @@
-"""``%%agent`` in terminal IPython (issue 24, items 1-2) and in ``jupyter console`` (issue 27, item 7), driven
+"""``%%agent`` in terminal IPython and in ``jupyter console``, driven
 through a pty as a person types.
 
 A ``%%agent`` line waits for the cell body as ``%%timeit`` does, and Enter on one empty line runs it; a
 side-effecting call is asked about on the terminal, its code shown as code: ``y``, ``a`` (the tool for the rest of
-the run), a note that denies, and Ctrl-C, which denies and stops the run. Ctrl-C during a run is named as the user's
-(issue 29).
+the run), a note that denies, and Ctrl-C, which denies and stops the run. Ctrl-C during a run is named as the
+user's.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import re
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pexpect  # type: ignore[import-untyped]
 import pytest
+from timing import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 QUESTION = re.escape("waiting for approval · Approve run_python? [y]es / [a]ll this run / [n]o / note: ")
@@ -145,11 +145,14 @@ def test_a_multi_line_code_argument_is_shown_as_the_code_it_is(terminal: Termina
     assert terminal.value("z") == "'/'"
 
 
-def test_ctrl_c_during_a_run_is_named_as_the_users(terminal: Terminal):
+def test_ctrl_c_during_a_run_is_named_as_the_users(terminal: Terminal, tmp_path: Path):
     child = terminal.child
-    terminal.cell("slow = ScriptedModel(['one two three four five six seven eight nine ten'], delay=1.0)")
-    child.sendline("%agent -m slow count")
-    time.sleep(3)  # the run is under way (the terminal shows it when it ends): ten words, a second each
+    started = tmp_path / "started"  # written by the run's first call: then ten words come, a second each
+    code = f"open({str(started)!r}, 'w').close()"
+    terminal.cell(f"slow = ScriptedModel([Call('run_python', {{'code': {code!r}}}), "
+                  "'one two three four five six seven eight nine ten'], delay=1.0)")
+    child.sendline("%agent -m slow --allow-writes count")
+    wait_until(started.exists, "the run under way")  # the terminal shows nothing of it until it ends
     child.sendintr()
     shown = terminal.prompt()
     assert "interrupted by you (Ctrl-C)" in shown and "kernel interrupt" not in shown, shown
@@ -157,7 +160,7 @@ def test_ctrl_c_during_a_run_is_named_as_the_users(terminal: Terminal):
 
 
 def test_invisible_characters_are_shown_and_counted_before_the_question(terminal: Terminal):
-    """Issue 27, item 6: a right-to-left override and a zero-width space in run_python's code reach the terminal as
+    """A right-to-left override and a zero-width space in run_python's code reach the terminal as
     ⟨U+202E⟩ and ⟨U+200B⟩, flagged before the question, never raw."""
     child = terminal.child
     terminal.cell("m = ScriptedModel([Call('run_python', {'code': 'x = 1  # \\u202e y = 2\\u200b'}), 'done'])")

@@ -1,4 +1,4 @@
-"""The kernels the tests start are the kernels users run (issue 36, item 5).
+"""The kernels the tests start are the kernels users run.
 
 ipykernel forwards what the process writes to its file descriptors 1 and 2 (a subprocess, ``os.write``, a C
 extension) into the running cell, unless ``PYTEST_CURRENT_TEST`` is in its environment; pytest sets it around every

@@ -39,7 +39,7 @@ def read_log(n: int) -> str:
 
 
 def transcript_of(rounds: int, path: Path) -> Path:
-    """A transcript of a run that read ``rounds`` parts of the log (the probe of issue 15 used 8 and 20)."""
+    """A transcript of a run that read ``rounds`` parts of the log (a probe of the context window used 8 and 20)."""
     script = [Call("read_log", {"n": i}) for i in range(rounds)] + ["I read the log."]
     result = asyncio.run(run("Read the log.", model=ScriptedModel(script), tools=[read_log], transcript=path))
     assert result.status == "complete"

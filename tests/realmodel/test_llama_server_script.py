@@ -1,4 +1,4 @@
-"""``python scripts/llama_server.py`` run by hand (issue 24, item 10): it takes ``--threads N`` and serves until
+"""``python scripts/llama_server.py`` run by hand: it takes ``--threads N`` and serves until
 Ctrl-C or SIGTERM whatever its standard input (``< /dev/null``, ``nohup``, ``&``), as the docs say."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The local-models page's examples run as written (issue 29): each fenced ``%%agent`` example of
+"""The local-models page's examples run as written: each fenced ``%%agent`` example of
 ``docs/local-models.md``, against llama.cpp's server with SmolLM2-135M-Instruct (the page's "The model the tests
 use"), ends in an answer in a real kernel. Only ``PORT`` is filled in, with the port the server listens on."""
 

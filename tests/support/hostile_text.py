@@ -1,4 +1,4 @@
-"""Text a hostile model or tool writes, for the tests of every view (issue 36): markup that would run (setting
+"""Text a hostile model or tool writes, for the tests of every view: markup that would run (setting
 ``window.pwned``) or fetch from another host (``evil.example``) if a view let it, and escape sequences that would
 drive a terminal."""
 

@@ -9,8 +9,10 @@ import time
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from runtime_helpers import calls, outputs
+from timing import until
 
 from agentkernel import STATUSES, AgentLoop, Call, ScriptedModel, StopSignal, Turn, run, tool, validate_history
+from agentkernel.events import ToolCallFinished, ToolCallStarted
 from agentkernel.loop import ABORTED_OUTPUT
 
 PROMPT = 0.2  # how soon after the signal the run must have returned
@@ -159,12 +161,17 @@ def test_stop_reason_is_reported():
 
 def test_cancelling_the_task_leaves_a_result_with_a_valid_history(tmp_path):
     path = tmp_path / "t.jsonl"
+    heard: list[object] = []
     loop = AgentLoop(ScriptedModel([[Call("quick", {"n": 1}), Call("slow", {"seconds": 30})], "never"]),
-                     tools=[quick, slow], transcript=path)
+                     tools=[quick, slow], transcript=path, on_event=heard.append)
+
+    def under_way() -> bool:  # quick has its output and slow has started
+        return (any(isinstance(e, ToolCallFinished) and e.result.call.name == "quick" for e in heard)
+                and any(isinstance(e, ToolCallStarted) and e.call.name == "slow" for e in heard))
 
     async def main():
         task = asyncio.create_task(loop.run("go"))
-        await asyncio.sleep(0.1)
+        await until(under_way, "quick answered and slow started")
         task.cancel()
         try:
             await task
@@ -190,7 +197,7 @@ def test_stop_signal_from_another_thread_wakes_every_waiter():
 
     async def main():
         waiters = [asyncio.create_task(stop.wait()) for _ in range(3)]
-        await asyncio.sleep(0.01)
+        await until(lambda: len(stop._waiters) == 3, "three waiters waiting")
         threading.Thread(target=stop.set).start()
         await asyncio.wait_for(asyncio.gather(*waiters), 1.0)
         await stop.wait()  # already set: returns at once

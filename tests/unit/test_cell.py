@@ -78,7 +78,7 @@ def test_parse_expands_the_option_line_unless_told_not_to() -> None:
 def test_a_word_after_the_options_of_a_cell_is_a_usage_error_with_the_usage() -> None:
     with pytest.raises(UsageError) as raised:
         cell.parse(kernel_state(), "--max-iterations 2 stray", "the prompt")
-    assert "'stray' is not an option" in str(raised.value) and "\nusage: " in str(raised.value)
+    assert "'stray' is not an option" in str(raised.value) and "%%agent? lists the options" in str(raised.value)
 
 
 def test_a_cell_that_cannot_start_leaves_a_fatal_error_and_keeps_the_previous_history() -> None:

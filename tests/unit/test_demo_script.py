@@ -1,4 +1,4 @@
-"""``scripts/demo.sh`` (issue 29): ``--lab ARGS`` hands ARGS to ``jupyter lab``, with ``--allow-root`` for root, and
+"""``scripts/demo.sh``: ``--lab ARGS`` hands ARGS to ``jupyter lab``, with ``--allow-root`` for root, and
 the headless form runs the notebook named. ``python`` is a stand-in on ``PATH`` that prints its arguments, so neither
 pip nor Jupyter runs."""
 

@@ -1,4 +1,4 @@
-"""A hostile model hides what an approval would run (issue 27, item 6): invisible and bidirectional control characters
+"""A hostile model hides what an approval would run: invisible and bidirectional control characters
 (the "Trojan Source" trick: U+202E makes code that runs look like part of a comment) are shown as ``⟨U+202E⟩`` and
 counted, by one function (:func:`agentkernel.text.reveal`), in the panel's approval, its diff of a cell edit and the
 terminal's question. The pty test (tests/kernel/test_terminal.py) and the browser test (tests/browser/) show them

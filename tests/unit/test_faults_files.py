@@ -1,4 +1,4 @@
-"""Fault injection for the file tools (issue 12): slow regexes, huge lines, long paths, names that are not UTF-8.
+"""Fault injection for the file tools: slow regexes, huge lines, long paths, names that are not UTF-8.
 
 Each test is a case that broke the run before: it drives the tools the way a model does (through ``invoke`` or a
 whole run) and states what must hold — the event loop stays free, Stop and the wall clock act on time, memory

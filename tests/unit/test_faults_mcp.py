@@ -1,4 +1,4 @@
-"""Fault injection for MCP servers (issue 16): whatever a server or its configuration does, the run goes on with a
+"""Fault injection for MCP servers: whatever a server or its configuration does, the run goes on with a
 clear outcome, no process is left behind, and nothing leaks into the notebook or to the model.
 
 The configuration faults need no server. The others start the reference ``server-everything`` (over stdio, and over
@@ -129,7 +129,7 @@ TOKEN = "tok-" + "0123456789abcdefghij" * 2
 
 @pytest.mark.parametrize("name", ["SERVICE_TOKEN", "DB_PASSWORD"])
 def test_a_start_up_failure_is_one_error_without_its_configured_token(name: str):
-    """Issue 27, item 9: the stderr tail quotes the server's complaint, never the token its entry configures (the
+    """The stderr tail quotes the server's complaint, never the token its entry configures (the
     kernel may not know that key yet: ``%agent_mcp restart`` starts a server before any run), and the error has no
     exception (group) as its context, which IPython would show as a full traceback."""
     pytest.importorskip("mcp")

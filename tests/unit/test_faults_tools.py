@@ -1,4 +1,4 @@
-"""Fault injection for tools (issue 12): whatever a tool, its arguments or an approver do, the run goes on.
+"""Fault injection for tools: whatever a tool, its arguments or an approver do, the run goes on.
 
 Each test names the issue item it covers. Scripts that must end on their own (a tool that exits, a hung worker
 thread) run as real subprocesses with a deadline, so a regression fails the test instead of hanging or ending the

@@ -1,4 +1,4 @@
-"""Model and tool text is data, never markup (issue 36): :func:`agentkernel.jupyter.markup.markdown_html` over
+"""Model and tool text is data, never markup: :func:`agentkernel.jupyter.markup.markdown_html` over
 hostile Markdown and HTML makes nothing that runs or fetches, checked with a real HTML parser
 (:mod:`live_html` in tests/support), and keeps what Markdown is for."""
 

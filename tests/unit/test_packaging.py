@@ -1,4 +1,4 @@
-"""The package as published (issue 29): one version, a changelog entry for it, the distribution's own name in every
+"""The package as published: one version, a changelog entry for it, the distribution's own name in every
 install line, a missing SDK said in one line, and a misspelt provider caught before it becomes an OpenAI model name.
 """
 

@@ -1,4 +1,4 @@
-"""The secret set (issue 23): which names and values count, every form a value is redacted in, the kernel's set
+"""The secret set: which names and values count, every form a value is redacted in, the kernel's set
 kept current, and the core's roads (tool outputs, the system prompt, transcripts, cassettes, the file tools)."""
 
 from __future__ import annotations

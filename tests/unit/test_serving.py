@@ -1,4 +1,4 @@
-"""Serving tools over MCP without a kernel (issue 30): the official ``mcp`` client over Streamable HTTP against
+"""Serving tools over MCP without a kernel: the official ``mcp`` client over Streamable HTTP against
 :class:`~agentkernel.mcp.serving.MCPHTTPServer` on this test's event loop. The token, Host and Origin checks, the
 annotations, the runner's redaction, the guards speaking to the client, the budgets, Stop and the client's own
 cancellation."""
@@ -27,6 +27,7 @@ pytest.importorskip("mcp")
 import httpx2  # noqa: E402 - after the skip
 from mcp import Client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from timing import until  # noqa: E402
 
 SECRET = "sk-served-secret-0123456789abcdef"
 ran: list[str] = []
@@ -245,8 +246,7 @@ def test_the_clients_cancellation_cancels_the_call_and_the_next_one_runs():
         async with served() as server, client(server) as c:
             with pytest.raises(TimeoutError):
                 await asyncio.wait_for(c.call_tool("spin", {"seconds": 30}), 0.5)
-            await asyncio.sleep(0.3)
-            assert server.session.running is None
+            await until(lambda: server.session.running is None, "the cancelled call ended")
             result = await c.call_tool("peek", {"key": "a"})
             assert not result.is_error
             assert [(c.name, c.status) for c in server.session.calls] == [("spin", "aborted"), ("peek", "ok")]

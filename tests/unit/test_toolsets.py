@@ -1,4 +1,4 @@
-"""Tool sources without a kernel (issue 30): each names its tools and makes them, ``--tools`` resolves in one pass
+"""Tool sources without a kernel: each names its tools and makes them, ``--tools`` resolves in one pass
 (the first source that claims a word gets it), a run's plan turns options into limits, guards and an approver, and
 the MCP source starts only the servers a run names (a real ``mcp-server-time``)."""
 

@@ -236,6 +236,8 @@ def together(journal: Journal, outcome: Outcome, cells: str = "") -> str:
     outside = f"what the code of its {calls} did outside the kernel's variables (files, requests) is not undone"
     said = outcome.line() or "they were already as before the run"
     if cells:
+        if outcome.left and cells.startswith(f"undid run {journal.run_id}:"):  # the cells all, the variables not
+            cells = cells.replace("undid run", "undid part of run", 1)
         return f"{cells}; variables: {said}; {outside}"
     head = "undid" if outcome.restored and not outcome.left else "undid part of" if outcome.restored else \
         "did not undo"

@@ -1,7 +1,7 @@
 """The text-loop guard: a response that repeats itself is cut; tables, lists and code with similar lines are not.
 
-The guard alone (concrete texts and hypothesis properties), then in the loop with a scripted model, then through
-the magic in a real kernel.
+The guard alone (concrete texts and hypothesis properties), then in the loop with a scripted model (through the
+magic in a real kernel: ``tests/kernel/test_text_loop_kernel.py``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kernel_client import KernelSession, agent_kernel
 
 from agentkernel import Call, GuardConfig, ScriptedModel, Turn, run, tool, validate_history
 from agentkernel.events import Event, TextDelta
@@ -219,38 +218,3 @@ def test_each_response_is_judged_alone():
     model = ScriptedModel([Turn(text=SENTENCE * 9, calls=[Call("look")]), SENTENCE * 9])
     result = asyncio.run(run("go", model=model, tools=[look]))
     assert result.status == "complete", result.summary
-
-
-# -- through the magic -------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def kernel(tmp_path_factory: pytest.TempPathFactory):
-    with agent_kernel(tmp_path_factory.mktemp("text_loop")) as ks:
-        ks.ok("from agentkernel import ScriptedModel\n"
-              f"looping = ScriptedModel(lambda req: 'Let me think. ' + {SENTENCE!r} * 200)")
-        yield ks
-
-
-def test_a_looping_response_ends_the_cell_with_a_no_progress_error(kernel: KernelSession):
-    cell = kernel.run("%%agent -m looping --tools ''\ntell me a story")
-    assert [e["ename"] for e in cell.errors] == ["NoProgress"], cell.describe()
-    assert cell.errors[0]["evalue"].startswith("NO_PROGRESS")
-    assert "She loved to be brave." in cell.errors[0]["evalue"]
-    assert kernel.value("_agent.status") == "no_progress"
-    assert kernel.value("_agent.history[-1]['content'].count('She loved')") in range(10, 15)
-
-
-def test_text_repeats_0_switches_it_off_and_1_is_refused(kernel: KernelSession):
-    kernel.ok("%%agent -m looping --tools '' --text-repeats 0\ntell me a story")
-    assert kernel.value("(_agent.status, _agent.answer.count('She loved'))") == ["complete", 200]
-    kernel.ok("%config AgentMagics.text_repeats = 30")
-    try:
-        cell = kernel.run("%%agent -m looping --tools ''\ntell me a story")
-        assert [e["ename"] for e in cell.errors] == ["NoProgress"], cell.describe()
-        assert kernel.value("_agent.history[-1]['content'].count('She loved')") in range(30, 35)
-    finally:
-        kernel.ok("%config AgentMagics.text_repeats = 10")
-    cell = kernel.run("%%agent -m looping --tools '' --text-repeats 1\ntell me a story")
-    assert [e["ename"] for e in cell.errors] == ["AgentConfigError"], cell.describe()
-    assert "--text-repeats needs 0 (off) or at least 2" in cell.errors[0]["evalue"]
