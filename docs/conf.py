@@ -40,7 +40,9 @@ myst_heading_anchors = 3
 # execute them in scripts/test.sh).
 nb_execution_mode = "off"
 # The panel's widgets need a live kernel; the saved notebooks also hold its static HTML rendering, which is shown.
-nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json", None)]
+# The Undo button is the extension's (a live kernel again): its text says how to undo.
+nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json", None),
+                              ("html", "application/vnd.agentkernel.undo+json", None)]
 
 autodoc_member_order = "bysource"
 # A docstring's reference to something the API page does not document (a private helper, a type variable, the

@@ -144,7 +144,8 @@ def test_the_record_offers_the_undo_and_an_unawaited_undo_takes_back_the_variabl
     run_id = kernel.value("_agent.run_id")
     (button,) = [bundle for bundle in cell.displays if UNDO_MIME in bundle]
     assert button[UNDO_MIME] == {"run_id": run_id, "cells": 0, "variables": 6}
-    assert button["text/plain"].startswith(f"this run changed 6 variables; %agent_undo {run_id} takes it back")
+    assert button["text/plain"] == ("this run changed 6 variables; while this kernel runs, %agent_undo takes back the "
+                                    "newest run, %agent_undo RUN_ID this one (_agent.run_id)")  # no id: nbval
     inline = kernel.ok(f"%agent_undo {run_id}\nafter = 1")  # not alone: not awaited, the variables only
     assert inline.stdout.startswith(f"undid run {run_id}: restored 6 variables: "), inline.describe()
     assert kernel.value("[list(df.columns), model]") == [["city", "rain", "wind"], "untrained"]
