@@ -14,10 +14,11 @@ from typing import Any
 from ._version import __version__
 
 _HOMES = {
+    ".briefing": ("DEFAULT_SYSTEM_PROMPT",),
     ".endings": ("STATUSES", "Status"),
     ".errors": ("AgentConfigError",),
     ".guards": ("GuardConfig",),
-    ".loop": ("DEFAULT_SYSTEM_PROMPT", "AgentLoop", "run"),
+    ".loop": ("AgentLoop", "run"),
     ".models": ("AnthropicMessagesModel", "Call", "Model", "ModelError", "ModelRequest", "OpenAIChatModel",
                 "OpenAIResponsesModel", "RecordingModel", "ReplayModel", "ScriptedModel", "Turn"),
     ".pricing": ("Price",),

@@ -15,9 +15,13 @@ import re
 from collections import Counter, deque
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import TYPE_CHECKING
 
 from .endings import Trip
 from .text import normalize_arguments, short
+
+if TYPE_CHECKING:
+    from .tools import ToolResult
 
 __all__ = ["FailureGuard", "GuardConfig", "NoProgressGuard", "RepeatedCallGuard", "TextLoopGuard",
            "normalize_arguments"]
@@ -274,3 +278,42 @@ class TextLoopGuard:
             period = period[start.end():] + period[:start.end()]
         return Trip("no_progress", f"the response repeated itself: {short(period, 70)!r} came back {chunk.count} "
                                    "times, so it was cut (the text so far is kept)")
+
+
+
+class RunGuards:
+    """A run's guards together, fed each round's outcomes: repeated calls, no progress, failing rounds, and the
+    runaway text of a response (:attr:`text_loop`, fed as it streams)."""
+
+    def __init__(self, config: GuardConfig):
+        self.repeats = RepeatedCallGuard(config.repeat_limit)
+        self.no_progress = NoProgressGuard(config.stuck_window, config.max_stale_turns)
+        self.failures = FailureGuard(config.max_consecutive_failures)
+        self.text_loop = TextLoopGuard(config.text_repeats)
+        self.signatures: dict[str, tuple[str, str, str]] = {}
+        """Each call's repeated-call signature (name, normalized arguments, output), by call_id."""
+
+    def record_round(self, text: str, ran: list[ToolResult], refused: list[ToolResult]) -> Trip | None:
+        """A round's outcomes after its ``text`` (``ran``: the calls that ran; ``refused``: those the tool-call
+        budget did not run): the first guard that trips, or None."""
+        trip = None
+        outcomes = []
+        for r in ran:
+            call = r.call
+            self.signatures[call.call_id] = signature = (call.name, call.normalized, r.output)
+            outcomes.append(signature)
+            trip = trip or self.repeats.record(*signature) or self.no_progress.record_call(call.name, call.normalized)
+        outcomes += [(r.call.name, r.call.normalized, r.output) for r in refused]
+        trip = trip or self.no_progress.record_turn(text, outcomes)
+        return trip or self.failures.record_round(sum(r.status == "error" for r in ran), len(ran))
+
+    def record_empty_turn(self) -> Trip | None:
+        """A turn with neither text nor calls."""
+        return self.no_progress.record_turn("", [])
+
+    def forgive(self, call_id: str) -> None:
+        """An output the model no longer sees (compacted away) may be fetched again once without counting as a
+        repeat."""
+        signature = self.signatures.get(call_id)
+        if signature is not None:
+            self.repeats.forgive(*signature)

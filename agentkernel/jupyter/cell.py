@@ -94,6 +94,8 @@ class CellRun:
     interrupted: bool = False
     shown: DisplayHandle | None = None
     """The panel's display, emptied when the run ends (None where no panel is shown: a terminal or a console)."""
+    background: bool = False
+    """With ``--background``: the cell ends once the run has started (see :mod:`agentkernel.jupyter.background`)."""
     budget: RunBudget | None = None
     """The gateway key's budget, read before the run; ``footer`` says it after, below the record."""
     footer: str = ""
@@ -105,6 +107,9 @@ async def run_awaited(state: KernelState, line: str, cell: str | None) -> None:
     if shows_help(state, line, cell):
         return
     run = await start(state, line, cell)
+    if run.background:
+        state.background.start(state, run)
+        return
     await play(state, run)
     finish(state, run)
 
@@ -116,6 +121,8 @@ def run_blocking(state: KernelState, line: str, cell: str | None) -> None:
         return
     with failed_start(state):
         options, prompt = parse(state, line, cell)
+        if options.background:
+            print(in_the_foreground("autoawait is off"))
         setup = prepare(state, options, prompt, clickable=False)
         if setup.tools.mcp.wanted:
             raise AgentConfigError("MCP servers run on the kernel's event loop, so a cell that uses them must be "
@@ -155,16 +162,49 @@ def run_blocking(state: KernelState, line: str, cell: str | None) -> None:
 async def start(state: KernelState, line: str, cell: str | None) -> CellRun:
     """Parse, prepare, start the MCP servers, brief and launch: the run ready to play, its panel shown. A cell that
     cannot start leaves ``_agent`` a ``fatal_error`` result (:func:`failed_start`)."""
+    from .scheduler import RunTurns, scheduler_of
+
     with failed_start(state):
         options, prompt = parse(state, line, cell)
+        background = options.background
+        if background and (why := foreground_reason(state)):
+            print(in_the_foreground(why))
+            background = False
         setup = prepare(state, options, prompt)
         await setup.tools.start()
         await brief(setup)
         budget = await asyncio.to_thread(gateway_budget, setup)
+        if background:
+            from ..models.off_loop import OffLoopModel, reads_a_network
+
+            if reads_a_network(setup.model):  # its stream goes on while a cell of the user's blocks the loop
+                setup.model = OffLoopModel(setup.model)
         run = launch(state, setup)
         if budget is not None:
             run.budget, run.panel.note = budget, budget.before.line()
-        return run
+    run.background = background
+    # A background run's calls that touch the kernel wait for the user's cells; a foreground run's are its cell's
+    # own, and wait only for another run's call already running.
+    run.panel.turns = run.loop.runner.turns = RunTurns(scheduler_of(state.shell), own_cell=not background,
+                                                       changed=run.panel.schedule)
+    return run
+
+
+def foreground_reason(state: KernelState) -> str | None:
+    """Why ``--background`` runs in the foreground here, or None: where nobody watches (headless, CI) nothing may be
+    left running after the cell, and terminal IPython and consoles show no panel to come back to."""
+    from .approvals import headless_runner, is_terminal, no_clicks_reason
+
+    if is_terminal(state.shell):
+        return "terminal IPython runs its event loop only while a cell runs"
+    if asks_on_terminal(state.shell):
+        return "a console shows no panel to come back to"
+    return headless_runner(state.shell) or no_clicks_reason()
+
+
+def in_the_foreground(why: str) -> str:
+    """The one line a ``--background`` cell run in the foreground prints."""
+    return f"agentkernel: --background runs in the foreground here: {why}. Its output stays in this cell."
 
 
 async def play(state: KernelState, run: CellRun) -> None:

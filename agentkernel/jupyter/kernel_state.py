@@ -20,6 +20,7 @@ from .approvals import headless_runner, is_terminal, no_clicks_reason
 from .options import AgentOptions, merge
 
 if TYPE_CHECKING:  # started where a cell first uses them, so that %load_ext stays cheap
+    from .background import BackgroundRuns
     from .mcp_servers import KernelServers
     from .serve import KernelServing
 
@@ -51,6 +52,13 @@ class KernelState:
         from .mcp_servers import KernelServers
 
         return KernelServers()
+
+    @functools.cached_property
+    def background(self) -> BackgroundRuns:
+        """The kernel's background runs (``%%agent --background``), kept until the kernel ends."""
+        from .background import BackgroundRuns
+
+        return BackgroundRuns()
 
     @functools.cached_property
     def serving(self) -> KernelServing:

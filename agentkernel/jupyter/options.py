@@ -203,6 +203,11 @@ class AgentOptions:
                          help="keep the code run_python ran in the notebook when the run ends: one cell per piece "
                               "with agentkernel's notebook extension, else one new cell below")
     # -- session and recording
+    background: bool = option(False, "--background", group="session and recording",
+                              help="end the cell as soon as the run has started and let it go on in the kernel "
+                                   "while other cells run: its panel stays live in this cell and becomes its record; "
+                                   "%agent_runs, %agent_wait and %agent_stop (headless and in terminal IPython "
+                                   "it runs in the foreground, saying so)")
     tracing: bool = option(False, group="session and recording",
                            help="send each run's OpenTelemetry GenAI spans (the Tracing page says where and what); "
                                 "also on when the OTEL_* environment asks for traces or a TracerProvider is set")

@@ -395,29 +395,8 @@ class Panel:
 
         ``change`` (old, new): the text the call would replace (edit_cell's), shown as a diff in place of the
         arguments."""
-        loop = asyncio.get_running_loop()
-        answer: asyncio.Future[tuple[widgets.Button, Decision]] = loop.create_future()
-
-        def decide(button: widgets.Button, decision: Decision) -> None:
-            if not answer.done():
-                answer.set_result((button, decision))
-
-        if self.button_style is None:
-            self.button_style, self.text_style = widgets.ButtonStyle(), TextStyle()
-            self.button_layout = widgets.Layout(width="auto")
-        note = widgets.Text(placeholder="Deny with a note: what to do instead",
-                            layout=self.layout, style=self.text_style)
-        shared = {"layout": self.button_layout, "style": self.button_style}
-        choices: list[tuple[widgets.Button, Callable[[], Decision]]] = [
-            (widgets.Button(description="Approve", button_style="success", **shared), lambda: Decision(True)),
-            (widgets.Button(description=f"Approve {call.name} for this {self.scope}", button_style="info", **shared),
-             lambda: Decision(True, for_run=True)),
-            (widgets.Button(description="Deny", button_style="warning", **shared),
-             lambda: Decision(False, note=note.value)),
-        ]
-        for button, choice in choices:
-            # Click handlers may run on another thread (kernel subshells): hand the decision to our loop.
-            button.on_click(lambda b, choice=choice: loop.call_soon_threadsafe(decide, b, choice()))
+        answer: asyncio.Future[tuple[widgets.Button, Decision]] = asyncio.get_running_loop().create_future()
+        note, choices = self.choices(call.name, answer)
         (approve, _), (for_run, _), (deny, _) = choices
         question = widgets.HTML(f"{WAITING}: <code>{html.escape(call.name)}</code> has side effects. Run it?",
                                 layout=self.layout, style=self.html_style)
@@ -450,6 +429,34 @@ class Panel:
                               f"<b>{html.escape(decided)}</b>")
             self.flush(now=True)
         return decision
+
+    def choices(self, name: str, answer: asyncio.Future[tuple[widgets.Button, Decision]]
+                ) -> tuple[widgets.Text, list[tuple[widgets.Button, Callable[[], Decision]]]]:
+        """An approval's note field and its buttons (Approve, Approve ``name`` for this :attr:`scope`, Deny with the
+        note), each click setting ``answer`` once, on the run's event loop."""
+        loop = asyncio.get_running_loop()
+
+        def decide(button: widgets.Button, decision: Decision) -> None:
+            if not answer.done():
+                answer.set_result((button, decision))
+
+        if self.button_style is None:
+            self.button_style, self.text_style = widgets.ButtonStyle(), TextStyle()
+            self.button_layout = widgets.Layout(width="auto")
+        note = widgets.Text(placeholder="Deny with a note: what to do instead",
+                            layout=self.layout, style=self.text_style)
+        shared = {"layout": self.button_layout, "style": self.button_style}
+        choices: list[tuple[widgets.Button, Callable[[], Decision]]] = [
+            (widgets.Button(description="Approve", button_style="success", **shared), lambda: Decision(True)),
+            (widgets.Button(description=f"Approve {name} for this {self.scope}", button_style="info", **shared),
+             lambda: Decision(True, for_run=True)),
+            (widgets.Button(description="Deny", button_style="warning", **shared),
+             lambda: Decision(False, note=note.value)),
+        ]
+        for button, choice in choices:
+            # Click handlers may run on another thread (kernel subshells): hand the decision to our loop.
+            button.on_click(lambda b, choice=choice: loop.call_soon_threadsafe(decide, b, choice()))
+        return note, choices
 
     def cut_short(self) -> str:
         """What an approval row says when its wait was cancelled (Stop)."""

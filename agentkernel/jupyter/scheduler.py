@@ -57,9 +57,12 @@ class KernelScheduler:
         self.holder = ""
         """The tool whose call holds the turn ("" while none does)."""
         self._wake = asyncio.Event()
-        if shell is not None:
-            shell.events.register("pre_run_cell", self._started)
-            shell.events.register("post_run_cell", self._ended)
+        self.events = getattr(shell, "events", None)  # None: a shell without cells (a test's), never running one
+        if self.events is not None:
+            self.events.register("pre_run_cell", self._started)
+            self.events.register("post_run_cell", self._ended)
+        else:
+            self.cell = None
 
     def _number(self) -> int | None:
         count = getattr(self.shell, "execution_count", None)
@@ -96,10 +99,10 @@ class KernelScheduler:
 
     def close(self) -> None:
         """Stop following the shell's cells (a test's scheduler; the kernel's lives as long as the kernel)."""
-        if self.shell is not None:
+        if self.events is not None:
             for event, callback in (("pre_run_cell", self._started), ("post_run_cell", self._ended)):
                 with contextlib.suppress(ValueError):
-                    self.shell.events.unregister(event, callback)
+                    self.events.unregister(event, callback)
         self.cell = None
         self._changed()
 

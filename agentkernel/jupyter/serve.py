@@ -198,14 +198,27 @@ class ServeSession:
             yield
 
     def close_view(self) -> None:
-        """The session has ended: its display becomes the session's record in place (Markdown and plain text: a saved
+        """The session has ended: its display becomes the session's record in place (HTML and plain text: a saved
         notebook holds no view of a dead widget model), the panel's widgets are closed (the kernel keeps none of an
         ended session) and the token file is removed."""
+        atexit.unregister(self.kernel_ends)
         self.remove_token_file()
         if self.shown is not None:
             self.shown.update(session_record(self, self.panel.timeline), raw=True)
             self.shown = None
         self.panel.close()
+
+    def kernel_ends(self) -> None:
+        """The kernel's process ends while the session serves: the transcript says so, the token file goes, and the
+        record replaces the panel if the front end can still hear it."""
+        session = self.server.session
+        session.on_end = None  # no event loop runs any more
+        with contextlib.suppress(Exception):
+            session.end("the kernel ended")
+            session.close()
+        with contextlib.suppress(Exception):
+            self.close_view()
+        self.remove_token_file()
 
     def remove_token_file(self) -> None:
         if self.token_file:
@@ -294,20 +307,9 @@ class KernelServing:
         served = ServeSession(server, panel, str(transcript.path) if transcript else None, str(path), shell=shell)
         session.on_end = lambda why: self._ended(served, why)
         panel.connect(server, str(path))
-        atexit.register(self._kernel_ends, served)  # (a session that ended before is a no-op there)
+        atexit.register(served.kernel_ends)
         self.current = served
         return served
-
-    @staticmethod
-    def _kernel_ends(served: ServeSession) -> None:
-        """The kernel's process ends: the transcript says so, the token file goes, and the record replaces the
-        panel if the front end can still hear it."""
-        served.server.session.on_end = None  # no event loop runs now: the record is shown here, if it still can be
-        with contextlib.suppress(Exception):
-            served.server.session.end("the kernel ended")
-        with contextlib.suppress(Exception):
-            served.close_view()
-        served.remove_token_file()
 
     def _ended(self, served: ServeSession, why: str) -> None:
         """The session ended (Stop, a budget, ``%agent_serve stop``): the panel says so, and the server stops soon

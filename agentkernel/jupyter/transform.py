@@ -8,7 +8,8 @@ while the cell runs. So before IPython's own transforms see the cell, this one r
 
 into ``await get_ipython().magics_manager.registry['AgentMagics'].awaited('agent', '--max-iterations 5', '...')``.
 A one-line ``%agent prompt`` cell is rewritten the same way, and so is a cell holding only ``%agent_mcp ...``,
-``%agent_serve ...`` or ``%agent_undo ...`` (they wait for MCP servers, a server's start or the notebook's front end).
+``%agent_serve ...``, ``%agent_undo ...`` or ``%agent_wait ...`` (they wait for MCP servers, a server's start, the
+notebook's front end or background runs).
 With autoawait off nothing is rewritten and the magic runs in its worker-thread fallback.
 """
 
@@ -23,7 +24,7 @@ from IPython import get_ipython
 _CELL = re.compile(r"^%%agent(?:\s+(?P<line>.*))?$")
 _LINE = re.compile(r"^%agent\s+(?P<line>.*\S)$")
 _HELP = re.compile(r"^%%?agent\s*\?{1,2}$")
-_AWAITED = re.compile(r"^%(?P<magic>agent_mcp|agent_serve|agent_undo)(?:\s+(?P<line>.*\S))?$")
+_AWAITED = re.compile(r"^%(?P<magic>agent_mcp|agent_serve|agent_undo|agent_wait)(?:\s+(?P<line>.*\S))?$")
 
 
 def rewrite_agent_cell(lines: list[str]) -> list[str]:
@@ -39,7 +40,7 @@ def rewrite_agent_cell(lines: list[str]) -> list[str]:
     if _HELP.match(head.strip()):  # %%agent? asks for help: leave it to IPython
         return lines
     awaited = _AWAITED.match(head.strip())
-    if awaited and not body.strip():  # %agent_mcp, %agent_serve or %agent_undo alone: awaited, so that it can wait
+    if awaited and not body.strip():  # %agent_mcp, _serve, _undo or _wait alone: awaited, so that it can wait
         return [awaiting(awaited.group("magic"), awaited.group("line") or "", None)]
     cell = _CELL.match(head.rstrip())
     if cell:

@@ -13,6 +13,9 @@ A cassette holds one line per model request::
                 {"type": "thinking", "blocks": [<Anthropic's thinking blocks>]}],
      "error": "…"}                     # only when the request failed (replayed as the same ModelError)
 
+A request refused as too long for the context window also holds ``"overflow"`` (its numbers), and one an LLM gateway
+refused for the key's budget ``"gateway_budget": true``: each is replayed as the same kind of error.
+
 The request part is a summary, not the request: a cassette never holds the system prompt (only a hash of it), an
 API key or any header, and no value of the kernel's secret set (:mod:`agentkernel.secrets`): each is recorded
 as its marker, ``[secret $NAME]``, so a replay in a kernel holding another value matches. A tool output's images are
@@ -40,6 +43,7 @@ from .base import (
     ContextOverflowError,
     FunctionCallEvent,
     FunctionCallProgress,
+    GatewayBudgetError,
     Model,
     ModelError,
     ModelEvent,
@@ -200,6 +204,8 @@ class RecordingModel:
             record["error"] = str(error)
             if isinstance(error, ContextOverflowError):
                 record["overflow"] = {"window": error.window, "prompt_tokens": error.prompt_tokens}
+            if isinstance(error, GatewayBudgetError):
+                record["gateway_budget"] = True
             raise
         except BaseException:
             record["interrupted"] = True
@@ -281,6 +287,8 @@ class ReplayModel:
             yield event_from_dict(data)
         if "overflow" in exchange:
             raise ContextOverflowError(exchange["error"], **exchange["overflow"])
+        if exchange.get("gateway_budget") is True and "error" in exchange:
+            raise GatewayBudgetError(exchange["error"])
         if "error" in exchange:
             raise ModelError(exchange["error"])
         if exchange.get("interrupted"):

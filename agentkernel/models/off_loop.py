@@ -14,12 +14,15 @@ import asyncio
 import collections
 import contextlib
 import threading
+import time
 from collections.abc import AsyncGenerator
 from typing import Any
 
 from ._api import ApiModel
 from .base import ModelEvent, ModelRequest
 
+BATCH = 8
+"""Events handed on between two passes of the caller's event loop."""
 _lock = threading.Lock()
 _io: asyncio.AbstractEventLoop | None = None
 
@@ -68,6 +71,7 @@ class OffLoopModel:
                 async with contextlib.aclosing(self.inner.stream(request)) as events:
                     async for event in events:
                         hand("event", event)
+                        time.sleep(0)  # lets the kernel's main thread take the GIL now, not at the next switch
             except asyncio.CancelledError:
                 raise
             except BaseException as error:  # noqa: BLE001 - the caller's loop raises it, where the run decides
@@ -80,10 +84,14 @@ class OffLoopModel:
             while True:
                 await ready.wait()
                 ready.clear()
+                handed = 0
                 while pending:
                     kind, value = pending.popleft()
                     if kind == "event":
                         yield value
+                        handed += 1
+                        if handed % BATCH == 0:  # a fast stream leaves the loop to the user's cells between batches
+                            await asyncio.sleep(0)
                     elif kind == "end":
                         return
                     else:

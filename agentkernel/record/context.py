@@ -18,12 +18,17 @@ counts compared with the estimates so far) of what was added since.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..text import short, short_arguments
 from .history import Item, user_message
+
+UNCOUNTED_MARGIN = 1.5
+"""How many more tokens than characters / 4 the cost budget allows for before the server has counted a request, and
+an estimated response is counted with (characters / 4 undercounts JSON and code)."""
 
 CHARS_PER_TOKEN = 4
 ITEM_TOKENS = 6
@@ -185,6 +190,18 @@ class ContextView:
             return
         self.base, self.base_total = input_tokens, self.sent_total
         self.ratio = _ratio(input_tokens, self.fixed + self.sent_total)
+
+    def uncounted(self, tokens: int) -> int:
+        """``tokens`` as the view estimates them, with room for a tokenizer that counts more than characters / 4
+        (:data:`UNCOUNTED_MARGIN`) until the server has counted a request of this view."""
+        return tokens if self.base is not None else math.ceil(UNCOUNTED_MARGIN * tokens)
+
+    def tokens_of(self, items: list[Item] | None) -> int:
+        """The input tokens of a request carrying ``items`` (None: this view, as the next turn sends it) beside the
+        fixed part, as the view estimates them."""
+        if items is None:
+            return self.fill
+        return round(self.ratio * (self.fixed + sum(map(item_tokens, items))))
 
     # -- the fill and the marks -------------------------------------------------------------------------------
 

@@ -41,6 +41,14 @@ def run_transcript(folder: str | os.PathLike[str], run_id: str, keep: int = KEEP
     return folder / f"{time.strftime('%Y%m%d-%H%M%S')}-{run_id}.jsonl"
 
 
+def open_transcript(transcript: str | os.PathLike[str] | bool, run_id: str) -> Transcript | None:
+    """A run's transcript as ``AgentLoop(transcript=...)`` names it: a JSONL file to append to, an existing folder (or
+    True: :func:`transcript_dir`) to write a new file in (:func:`run_transcript`), or False for none."""
+    if transcript is True or transcript and os.path.isdir(transcript):  # a folder: a new file there
+        transcript = run_transcript(transcript_dir() if transcript is True else transcript, run_id)
+    return Transcript(transcript) if transcript else None
+
+
 class Transcript:
     """Appends a run's items to a JSONL file as they are committed, flushing each line: a listener of the loop's
     events (:mod:`agentkernel.events`), which reach it redacted like every other listener's.

@@ -19,7 +19,7 @@ import pytest
 from kernel_client import KernelSession, kernel_env
 from openai_server import TEST_KEY, Reply, ScriptedServer, responses_events
 
-from agentkernel.loop import DEFAULT_SYSTEM_PROMPT
+from agentkernel.briefing import DEFAULT_SYSTEM_PROMPT
 from agentkernel.secrets import SECRETS_FRAME
 
 GH = "ghp_GitHubTokenValue0123456789abcdefXYZ"

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 import serve_clients
-from kernel_client import Cell, KernelSession, button_description, kernel_fixtures, widget_state
+from kernel_client import Cell, KernelSession, button_description, kernel_env, kernel_fixtures, widget_state
 from serve_clients import CLAUDE, CODEX, GEMINI, NODE
 
 from agentkernel.jupyter.serve import SERVE_TEXT
@@ -728,3 +728,39 @@ def test_the_docs_python_client_example_runs_against_a_served_kernel(kernel, ser
     assert "result:" in done.stdout and "docs_example_value" in done.stdout, done.stdout
     assert headers["Authorization"].split()[1] not in done.stdout + done.stderr
     assert kernel.value("[c.name for c in _agent_serve.calls]") == ["list_variables"]
+
+
+def test_the_kernels_end_ends_the_session_on_the_record(tmp_path):
+    """Shutting the kernel down (the notebook's "Shut Down Kernel": a shutdown request) ends a serving session: its
+    transcript's last line says so, the serving cell's display becomes the record, and the token file is gone."""
+    ks = KernelSession(tmp_path, kernel_env(tmp_path))
+    try:
+        ks.ok("%load_ext agentkernel\nimport os\nos.environ.pop('CI', None)\nanswer = 42")
+        ks.ok("%agent_serve --tools inspect_variable")
+        url, headers = ks.value("_agent_serve.url"), ks.value("_agent_serve.headers")
+        path, token_file = ks.value("_agent_serve.transcript"), Path(ks.value("_agent_serve.token_file"))
+        assert token_file.read_text().strip() == headers["Authorization"].split()[1]
+        assert token_file.stat().st_mode & 0o777 == 0o600  # its user's only
+
+        async def main() -> None:
+            async with client(url, headers) as c:
+                assert "42" in text(await c.call_tool("inspect_variable", {"name": "answer"}))
+
+        run(main)
+        ks.km.request_shutdown()
+        deadline = time.monotonic() + 30
+        while ks.km.is_alive():
+            assert time.monotonic() < deadline, "the kernel did not end"
+            ks.pump(0.1)
+        ks.pump(0.5)
+        updates = [m["content"]["data"] for messages in list(ks.iopub.values()) for _, m in messages
+                   if m["msg_type"] == "update_display_data"]
+    finally:
+        ks.shutdown()
+    [record] = updates  # the panel became the record as the kernel ended (a front end still connected shows it)
+    assert "inspect_variable(name=" in record["text/plain"]
+    assert record["text/plain"].endswith("why it ended: the kernel ended")
+    records = transcript_records(path)
+    assert [r["event"] for r in records] == ["start", "client", "item", "item", "end"]
+    assert records[-1]["reason"] == "the kernel ended" and records[-1]["calls"] == 1
+    assert not token_file.exists()

@@ -3,9 +3,9 @@ real kernel configured only by the standard environment (OTEL_EXPORTER_OTLP_ENDP
 the spans back: one trace, the run, its requests and its calls, with their GenAI attributes.
 
 Phoenix is a whole application (about 850 MB installed, several minutes to install), so it lives in an environment
-of its own, which scripts/test.sh makes (``/tmp/phoenix-venv``, ``arize-phoenix==20.26.1``): the test runs the
-``phoenix`` command named by ``$PHOENIX``, found on ``PATH`` or in that venv, and where there is none it skips, saying
-so (it fails under CI, as the MCP tests do).
+of its own, which scripts/test.sh makes (``arize-phoenix==20.26.1`` in ``~/.cache/agentkernel/phoenix-venv``, or
+``$AGENTKERNEL_PHOENIX_VENV``): the test runs the ``phoenix`` command named by ``$PHOENIX``, found on ``PATH`` or in
+that venv, and where there is none it skips, saying so (it fails under CI, as the MCP tests do).
 """
 
 from __future__ import annotations
@@ -26,8 +26,11 @@ from kernel_client import KernelSession, kernel_env
 
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 
+VENV = Path(os.environ.get("AGENTKERNEL_PHOENIX_VENV") or Path(
+    os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agentkernel" / "phoenix-venv")
+"""Where scripts/test.sh installs Phoenix (the same rule)."""
 PHOENIX = os.environ.get("PHOENIX") or shutil.which("phoenix") or (
-    "/tmp/phoenix-venv/bin/phoenix" if Path("/tmp/phoenix-venv/bin/phoenix").exists() else None)
+    str(VENV / "bin" / "phoenix") if (VENV / "bin" / "phoenix").exists() else None)
 
 
 def _free_port() -> int:

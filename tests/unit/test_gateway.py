@@ -140,3 +140,17 @@ def test_a_spent_key_ends_the_run_as_gateway_budget_with_its_partial_result(api:
         assert result.summary.startswith("Stopped with GATEWAY_BUDGET after 2 rounds and 1 tool call")
         validate_history(result.history)
         assert gateway.refused == 1 and len(gateway.requests) == 2
+
+
+def test_a_recorded_budget_refusal_replays_as_one(tmp_path):
+    from agentkernel.models.cassette import RecordingModel, ReplayModel
+
+    cassette = tmp_path / "gateway.jsonl"
+    call = Reply(chat_events(calls=[("c1", "lookup", ['{"word": "apple"}'])]))
+    with GatewayServer(TEST_KEY, call, max_budget=0.01, cost=0.01) as gateway:
+        live = OpenAIChatModel("gpt-4.1-mini", base_url=gateway.url, api_key=TEST_KEY, max_retries=0)
+        recorded = asyncio.run(run("define apple", model=RecordingModel(live, str(cassette)), tools=[lookup]))
+    replayed = asyncio.run(run("define apple", model=ReplayModel(str(cassette)), tools=[lookup]))
+    assert recorded.status == replayed.status == "gateway_budget"
+    assert replayed.detail == recorded.detail and replayed.partial_findings == recorded.partial_findings
+    assert TEST_KEY not in cassette.read_text()

@@ -22,7 +22,7 @@ from secret_pieces import PIECE, leaked
 
 import agentkernel
 from agentkernel import Call, RecordingModel, ReplayModel, ScriptedModel, run, tool
-from agentkernel.loop import DEFAULT_SYSTEM_PROMPT
+from agentkernel.briefing import DEFAULT_SYSTEM_PROMPT
 from agentkernel.mcp import connect
 from agentkernel.mcp.config import parse_config
 from agentkernel.models.base import ModelRequest

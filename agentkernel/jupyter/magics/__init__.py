@@ -10,18 +10,21 @@ from __future__ import annotations
 from typing import Any
 
 from .agent import AgentMagics
+from .background import BackgroundMagics
 from .mcp import MCPMagics
 from .policy import PolicyMagics
 from .secret import SecretMagics
 from .serve import ServeMagics
 from .undo import UndoMagics
 
-__all__ = ["AgentMagics", "MCPMagics", "PolicyMagics", "SecretMagics", "ServeMagics", "UndoMagics", "register"]
+__all__ = ["AgentMagics", "BackgroundMagics", "MCPMagics", "PolicyMagics", "SecretMagics", "ServeMagics",
+           "UndoMagics", "register"]
 
 
 def register(shell: Any) -> AgentMagics:
     """Register every agentkernel magic with ``shell``, all sharing one kernel state; the ``AgentMagics``."""
     agent = AgentMagics(shell)
     shell.register_magics(agent, *(kind(shell, agent.state) for kind in (ServeMagics, MCPMagics, UndoMagics,
-                                                                          SecretMagics, PolicyMagics)))
+                                                                          SecretMagics, PolicyMagics,
+                                                                          BackgroundMagics)))
     return agent
