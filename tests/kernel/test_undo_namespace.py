@@ -5,12 +5,13 @@ is left and named; an object over the budget and an uncopyable one are named; a 
 is never copied (the kernel's memory does not grow by it); the record names, per call, the variables it changed,
 and offers the Undo button; ``jupyter console`` (no cell id) and an ``%agent_undo`` that cannot await undo the
 variables the same; a ``%agent_serve`` session is one unit to undo, and a change the user made between two of its
-calls is left. The journal's own properties are tests/unit/test_journal.py.
+calls is left; a background run is one run to undo, its Undo button in its own cell. The journal's own properties are tests/unit/test_journal.py.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -167,6 +168,23 @@ def test_a_run_that_changes_no_variable_leaves_no_button_and_says_so(kernel: Ker
     assert not [bundle for bundle in cell.displays if UNDO_MIME in bundle]
     assert "run_python(code=\"print(len(df))\") · ok\n" in record_text(cell) + "\n"
     assert undo(kernel) == "nothing left to undo: the changes of this kernel's runs have been taken back"
+
+
+def test_a_background_run_is_undone_as_one_run_and_leaves_its_button_in_its_cell(kernel: KernelSession):
+    kernel.ok(DATA)
+    script = ", ".join(f"Call('run_python', {{'code': {code!r}}})" for code in CALLS)
+    kernel.ok(f"m = ScriptedModel([{script}, 'done'])")
+    started = kernel.run("%%agent -m m --allow-writes --background\ngo")
+    assert "goes on in the background" in started.stdout, started.describe()
+    kernel.ok("%agent_wait")
+    run_id = kernel.value("_agent.run_id")
+    deadline = time.monotonic() + 30
+    while not [m for m in started.messages if UNDO_MIME in m["content"].get("data", {})]:
+        assert time.monotonic() < deadline, started.describe()
+        kernel.pump(0.05)
+    said = undo(kernel)
+    assert said.startswith(f"undid run {run_id}: restored 6 variables: "), said
+    assert kernel.value("[list(df.columns), model, 'tmp' in dir()]") == [["city", "rain", "wind"], "untrained", False]
 
 
 @asynccontextmanager

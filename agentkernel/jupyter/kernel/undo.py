@@ -211,11 +211,12 @@ def undo_unawaited(shell: Any, line: str, why: str) -> str:
     return f"{said}; its cells were not: {cannot}" if run is not None else said
 
 
-def record_output(shell: Any, run_id: str, changes: RunChanges | None) -> dict[str, Any] | None:
+def record_output(shell: Any, run_id: str, changes: RunChanges | None, *,
+                  plain: bool | None = None) -> dict[str, Any] | None:
     """The display bundle of a finished run's Undo button (the extension renders it; elsewhere the text shows), when
     the run changed cells or variables; else None. Where no notebook front end sent the cell (nbclient, a console,
     a terminal) it is the text alone: no button can be clicked there, and a notebook run again (nbval) shows the
-    same text."""
+    same text. ``plain``: whether it is the text alone (by default, as the running cell's request says)."""
     from ..approvals import asks_on_terminal, headless_runner
 
     journal = journals_of(shell).runs.get(run_id)
@@ -232,7 +233,9 @@ def record_output(shell: Any, run_id: str, changes: RunChanges | None) -> dict[s
         bundle["text/plain"] = (f"this run changed {what}{names} variable{'s' * (names != 1)}; while this kernel "
                                 "runs, %agent_undo takes back the newest run, %agent_undo RUN_ID this one "
                                 "(_agent.run_id)")
-    if headless_runner(shell) is not None or asks_on_terminal(shell):
+    if plain is None:
+        plain = headless_runner(shell) is not None or asks_on_terminal(shell)
+    if plain:
         return {"text/plain": bundle["text/plain"]}
     return bundle
 
