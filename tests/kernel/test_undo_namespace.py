@@ -5,7 +5,8 @@ is left and named; an object over the budget and an uncopyable one are named; a 
 is never copied (the kernel's memory does not grow by it); the record names, per call, the variables it changed,
 and offers the Undo button; ``jupyter console`` (no cell id) and an ``%agent_undo`` that cannot await undo the
 variables the same; a ``%agent_serve`` session is one unit to undo, and a change the user made between two of its
-calls is left; a background run is one run to undo, its Undo button in its own cell. The journal's own properties are tests/unit/test_journal.py.
+calls is left; a background run is one run to undo, its Undo button in its own cell. The journal's own properties
+are tests/unit/test_journal.py.
 """
 
 from __future__ import annotations
