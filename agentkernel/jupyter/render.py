@@ -51,7 +51,7 @@ def render_text(result: LoopResult, timeline: Timeline) -> str:
         if index == len(timeline.head) and timeline.omitted:
             lines.append(timeline.omission())
         if entry.kind == "message":
-            lines.append(plain(entry.message.strip()))
+            lines.append(entry.message.strip())
         elif entry.kind == "compaction":
             lines.append(f"⟲ {entry.name}")
         elif entry.kind == "approval":
@@ -61,8 +61,8 @@ def render_text(result: LoopResult, timeline: Timeline) -> str:
             output = entry.result.output if entry.result else ""
             lines.extend(f"  │ {line}" for line in plain(cut(output, TEXT_OUTPUT_CHARS)).splitlines())
     if result.status != "complete":
-        lines.append(plain(result.summary))
-    return "\n".join(lines)
+        lines.append(result.summary)
+    return plain("\n".join(lines))
 
 
 def plain(text: str) -> str:

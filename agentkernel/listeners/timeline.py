@@ -118,8 +118,8 @@ class Entry:
 
 def call_title(call: ToolCall, result: ToolResult | None = None, count: int = 1) -> str:
     """``list_dir(path=".") · not_run``, with `` × 19`` for an entry standing for identical calls."""
-    shown = reveal(short_arguments(redact_text(call.arguments)))[0]
-    return f"{call.name}({shown}) · {result.status if result else 'running'}" + (f" × {count}" if count > 1 else "")
+    name, shown = reveal(call.name)[0], reveal(short_arguments(redact_text(call.arguments)))[0]
+    return f"{name}({shown}) · {result.status if result else 'running'}" + (f" × {count}" if count > 1 else "")
 
 
 def same_call(a: ToolResult, b: ToolResult) -> bool:

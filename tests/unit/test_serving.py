@@ -302,3 +302,54 @@ def test_a_bad_port_is_one_line(line: str):
 
     with pytest.raises(AgentConfigError, match="--port needs a port number"):
         port_option(line)
+
+
+# -- what the session keeps of a call: bounded, whatever an outside agent sends ---------------------------------------
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from agentkernel.mcp.session import KEPT_CHARS, compared, kept_call, kept_result  # noqa: E402
+from agentkernel.tools import ToolCall, ToolResult  # noqa: E402
+
+LONG = st.builds(lambda unit, length, tail: (unit * (length // len(unit) + 1))[:length] + tail,
+                 st.text(min_size=1, max_size=20), st.integers(KEPT_CHARS - 5, 3 * KEPT_CHARS), st.text(max_size=20))
+"""Texts around and well over :data:`KEPT_CHARS` (Hypothesis draws no text that long itself)."""
+
+
+@given(arguments=st.one_of(st.text(max_size=200), LONG), output=st.one_of(st.text(max_size=200), LONG))
+def test_a_kept_call_and_result_are_bounded_and_short_ones_kept_whole(arguments: str, output: str):
+    call = ToolCall("call_1", "peek", arguments)
+    result = kept_result(ToolResult(call, "ok", output))
+    assert len(kept_call(call).arguments) <= KEPT_CHARS + 40 and len(result.output) <= KEPT_CHARS + 40
+    assert len(result.call.arguments) <= KEPT_CHARS + 40
+    if len(arguments) <= KEPT_CHARS:
+        assert kept_call(call) is call and result.call is call
+    if len(output) <= KEPT_CHARS:
+        assert result.output == output
+    assert result.status == "ok" and result.call.call_id == "call_1"
+
+
+@given(a=LONG, b=LONG)
+def test_the_guards_compare_long_texts_by_digest_bounded_and_without_collisions(a: str, b: str):
+    assert len(compared(a)) <= (len(a) if len(a) <= KEPT_CHARS else 400)
+    assert (compared(a) == compared(b)) == (a == b)
+    assert compared(a) == compared(a[:]) and compared(a + "x") != compared(a)
+
+
+def test_a_repeated_huge_call_still_trips_the_guard_and_nothing_kept_is_huge():
+    """The guards compare digests of long arguments: three identical 1 MB calls trip REPEATED_TOOL_CALL as three
+    short ones do, and a fourth is refused without running."""
+    huge = "k" * 1_000_000
+
+    async def main() -> None:
+        async with served(guards=GuardConfig(repeat_limit=3)) as server, client(server) as c:
+            said = [text(await c.call_tool("peek", {"key": huge})) for _ in range(4)]
+            assert "REPEATED_TOOL_CALL" in said[2] and said[3].startswith("refused: REPEATED_TOOL_CALL")
+            assert ran.count(f"peek {huge}") == 3
+            kept = [len(c.call.arguments) + len(c.result.output) for c in server.session.calls]
+            assert max(kept) < 3 * KEPT_CHARS
+            keys = [key for key in server.session.repeats.counts] + list(server.session.refused)
+            assert max(len("".join(k)) for k in keys) < 2000
+
+    run(main)
