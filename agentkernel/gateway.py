@@ -77,11 +77,13 @@ def parse_key_info(data: Any) -> KeyBudget | None:
     assert isinstance(spend, int | float)
     resets = info.get("budget_reset_at")
     return KeyBudget(float(spend), None if budget is None else float(budget),
-                     resets if isinstance(resets, str) and resets else None)
+                     resets if isinstance(resets, str) and 0 < len(resets) <= 40 and resets.isprintable() else None)
 
 
 def _amount(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    """A sum of money a gateway may report: a number from 0 to 10^12 USD (a larger one is no budget, but a lie)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) \
+        and 0 <= value <= 10**12
 
 
 def info_url(base_url: str) -> str:

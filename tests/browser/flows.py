@@ -7,9 +7,10 @@ root) and a prefix for its screenshots in artifacts/browser/.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
-from lab import Latency, NotebookPage
+from lab import Latency, NotebookPage, wait_saved
 
 expect = pytest.importorskip("playwright.sync_api").expect
 
@@ -62,6 +63,14 @@ def note_taker(request):
 writer = ScriptedModel(note_taker)''',
         "%%agent -m writer --tools write_note\nSave a note.",
         "print([item['output'] for item in _agent.history if item['type'] == 'function_call_output'], notes)",
+    ],
+    "background.ipynb": [
+        SETUP + "asker = ScriptedModel([Call('run_python', {'code': 'approved = True'}), 'Approved and ran.'])\n"
+                "slow = ScriptedModel(lambda req: Turn(text='word ' * 300, delay=0.05))  # 15 s of streaming",
+        "%%agent --background -m asker --tools run_python\nRun it.",
+        "%%agent --background -m slow\nTell me a long story.",
+        "x = 6 * 7\nx",
+        "print(approved, _agent.status)",
     ],
 }
 
@@ -172,3 +181,39 @@ def deny_with_note(nb: NotebookPage, prefix: str) -> None:
     nb.shot(f"{prefix}-2-denied", 1)
     nb.run_and_wait(2)
     expect(nb.output(2)).to_have_text(f"['denied by the user: {NOTE}'] []")  # in _agent.history; nothing saved
+
+
+def background(nb: NotebookPage, prefix: str, saved_as: Path) -> None:
+    """background.ipynb: two background runs whose cells end at once; other cells run meanwhile; one is approved in
+    its panel while it runs in the background, the other stopped; saved and reopened, each record is in its own
+    cell and no other cell holds anything of theirs."""
+    nb.run_and_wait(0)
+    nb.run_and_wait(1)  # ends at once: the run waits for its approval in the background
+    nb.run_and_wait(2)
+    expect(nb.output(1)).to_contain_text("run 1 goes on in the background")
+    expect(nb.stop_button(2)).to_be_enabled()
+    expect(nb.output(2)).to_contain_text("word word word")  # it streams after its cell ended
+    nb.run_and_wait(3)  # the user's own cell, while both run
+    expect(nb.output(3)).to_have_text(re.compile(r"^(\[\d+\]:)?\s*42$"))
+    nb.shot(f"{prefix}-1-both-running", 1)
+    approve = nb.button(1, "Approve")
+    expect(approve).to_be_enabled()
+    approve.click()
+    expect(nb.record(1)).to_contain_text("Approved and ran.")
+    nb.stop_button(2).click()
+    expect(nb.status(2)).to_contain_text("aborted")
+    expect_run_over(nb, 1)
+    expect_run_over(nb, 2)
+    nb.run_and_wait(4)
+    expect(nb.output(4)).to_have_text("True aborted")
+    expect(nb.output(3)).to_have_text(re.compile(r"^(\[\d+\]:)?\s*42$"))  # nothing of the runs landed there
+    nb.shot(f"{prefix}-2-both-ended", 1)
+    nb.page.keyboard.press("Escape")
+    nb.page.keyboard.press("Control+s")
+    saved = wait_saved(saved_as, lambda s: any("text/html" in o.get("data", {}) for o in s.cells[2].outputs))
+    for index, words in ((1, "Approved and ran."), (2, "aborted")):
+        outputs = saved.cells[index].outputs
+        records = [o for o in outputs if "text/html" in o.get("data", {})]
+        assert len(records) == 1 and words in records[0]["data"]["text/html"], outputs
+        assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs), outputs
+    assert [o.get("data", {}).get("text/plain") for o in saved.cells[3].outputs] == ["42"]

@@ -310,3 +310,15 @@ def test_claude_code_with_the_panels_snippet_asks_in_the_panel_and_gets_deny_wit
     expect(nb.output(2)).to_have_text("[] [('run_python', 'denied')]")
     nb.run_and_wait(3)
     expect(nb.output(3)).to_contain_text("the session has ended after 1 call")
+
+
+def test_background_runs_are_approved_and_stopped_in_their_own_cells_while_other_cells_run(
+        open_notebook: OpenNotebook, lab_server: LabServer) -> None:
+    nb = open_notebook("background.ipynb")
+    flows.background(nb, "lab-background", lab_server.root / "background.ipynb")
+    nb.close()
+    reopened = open_notebook("background.ipynb")  # the saved records, each in its own cell
+    expect(reopened.record(1)).to_contain_text("Approved and ran.")
+    expect(reopened.record(2)).to_contain_text("aborted")
+    expect(reopened.widget_views(1)).to_have_count(0)
+    reopened.shot("lab-background-3-reopened", 1)

@@ -14,6 +14,8 @@ import flows
 import pytest
 from lab import MEASUREMENTS, LabServer, NotebookPage, write_notebook
 
+expect = pytest.importorskip("playwright.sync_api").expect
+
 pytestmark = pytest.mark.browser
 
 FRONT_END = "notebook"  # conftest's lab_server starts `jupyter notebook` for this module
@@ -43,3 +45,15 @@ def test_approve_for_the_run_skips_later_asks_but_not_in_the_next_cell(open_note
 
 def test_deny_with_a_note_reaches_the_model(open_notebook: OpenNotebook) -> None:
     flows.deny_with_note(open_notebook("deny_with_note.ipynb"), "nb7-deny-with-note")
+
+
+def test_background_runs_are_approved_and_stopped_in_their_own_cells_while_other_cells_run(
+        open_notebook: OpenNotebook, lab_server: LabServer) -> None:
+    nb = open_notebook("background.ipynb")
+    flows.background(nb, "nb7-background", lab_server.root / "background.ipynb")
+    nb.close()
+    reopened = open_notebook("background.ipynb")  # the saved records, each in its own cell
+    expect(reopened.record(1)).to_contain_text("Approved and ran.")
+    expect(reopened.record(2)).to_contain_text("aborted")
+    expect(reopened.widget_views(1)).to_have_count(0)
+    reopened.shot("nb7-background-3-reopened", 1)

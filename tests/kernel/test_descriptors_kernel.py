@@ -119,17 +119,41 @@ def test_a_child_that_writes_after_its_call_writes_to_the_kernels_log_redacted(k
     assert not leaks(log(kernel))
 
 
-def test_a_stopped_call_restores_the_descriptors(kernel: KernelSession, server: ScriptedServer) -> None:
-    """A call the run's --max-seconds ends mid-way: the next user cell's own child output is the cell's again."""
-    server.add(Reply(responses_events([], [("c3", "run_python", json.dumps(
-        {"code": "import time\nos.system('echo before the stop')\nwhile True: time.sleep(0.01)"}))])))
-    kernel.run("%%agent --allow-writes --tools run_python --max-seconds 3\nrun it", timeout=90)
-    assert kernel.value("_agent.status") == "hit_wall_clock"
-    cell = kernel.ok("os.system('echo a user child'); os.write(2, b'user fd two\\n')")
+@pytest.mark.parametrize("how", ["error", "max_seconds", "stop_button", "interrupt"])
+def test_every_way_a_call_ends_gives_the_descriptors_back(kernel: KernelSession, server: ScriptedServer,
+                                                           how: str) -> None:
+    """A call that raises, or that the run's --max-seconds, Stop or the interrupt ends mid-way: what it wrote is in its
+    output (raised) or nowhere raw, and the next user cell's own child output is the cell's again."""
+    marker = kernel.cwd / f"started-{how}"
+    code = (f"os.system('echo before the end $GITHUB_TOKEN; touch {marker}')\n"
+            + ("raise ValueError('the end')" if how == "error" else "import time\nwhile True: time.sleep(0.01)"))
+    replies = [Reply(responses_events([], [("c3", "run_python", json.dumps({"code": code}))]))]
+    server.add(*replies, *([Reply(responses_events(["done"]))] if how == "error" else []))
+    options = "--allow-writes --tools run_python" + (" --max-seconds 4" if how == "max_seconds" else "")
+    cell = kernel.submit(f"%%agent {options}\nrun it")
+    if how in ("stop_button", "interrupt"):
+        stop = cell.wait_for_button("Stop")
+        deadline = time.monotonic() + 30
+        while not marker.exists():
+            assert time.monotonic() < deadline, cell.describe()
+            kernel.pump(0.05)
+        if how == "stop_button":
+            kernel.click(stop)
+        else:
+            kernel.interrupt()
+    cell.wait(90)
+    expected = {"error": "complete", "max_seconds": "hit_wall_clock"}.get(how, "aborted")
+    assert kernel.value("_agent.status") == expected, cell.describe()
+    assert not leaks(json.dumps([m["content"] for m in cell.messages])), cell.describe()
+    if how == "error":
+        output = kernel.value("[i['output'] for i in _agent.history if i.get('type') == 'function_call_output'][0]")
+        assert "before the end [secret $GITHUB_TOKEN]" in output and "ValueError: the end" in output, output
+    after = kernel.ok("os.system('echo a user child'); os.write(2, b'user fd two\\n')")
     deadline = time.monotonic() + 30
-    while "a user child" not in cell.stdout or "user fd two" not in cell.stderr:  # (ipykernel forwards every 0.2 s)
-        assert time.monotonic() < deadline, cell.describe()
+    while "a user child" not in after.stdout or "user fd two" not in after.stderr:  # (ipykernel forwards every 0.2 s)
+        assert time.monotonic() < deadline, after.describe()
         kernel.pump(0.05)
+    assert not leaks(log(kernel))
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

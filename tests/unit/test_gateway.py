@@ -105,7 +105,7 @@ def test_any_answer_gives_a_sane_budget_or_none(info):
         if budget is not None:
             assert budget.spend >= 0 and (budget.max_budget is None or budget.max_budget >= 0)
             assert budget.left is None or 0 <= budget.left
-            assert "\n" not in budget.line()
+            assert "\n" not in budget.line() and len(budget.line()) < 120
 
 
 @pytest.mark.parametrize("body, text, refused", [
