@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import io
 import itertools
 import pickle
@@ -60,8 +61,8 @@ from .tools.base import Display
 
 DEFAULT_BUDGET = 256 * 2**20
 """Bytes of copies the kernel keeps for undoing runs (``%config AgentMagics.undo_budget``)."""
-MAX_RUNS = 100
-"""How many runs' journals are kept (the oldest is forgotten first)."""
+MAX_RUNS = 20
+"""How many runs' journals are kept (the oldest is forgotten first, and the old objects it kept alive with it)."""
 SAMPLE = 200
 """Elements of a container whose sizes are added up when its size is estimated (the rest extrapolated)."""
 MAX_FOLLOWED = 500
@@ -196,12 +197,13 @@ def _codes(value: Any, namespace: dict[str, Any], seen: set[int]) -> Iterator[ty
                 yield member.__code__
 
 
-def _code_names(code: types.CodeType) -> set[str]:
+@functools.lru_cache(maxsize=1024)  # a notebook function's code is read at every call that names it
+def _code_names(code: types.CodeType) -> frozenset[str]:
     names = set(code.co_names)
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             names |= _code_names(const)
-    return names
+    return frozenset(names)
 
 
 # -- objects: kinds, sizes, copies, fingerprints ------------------------------------------------------------------

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from IPython.core.error import UsageError
+from IPython.display import display
 
 from ..result import LoopResult
 
@@ -83,6 +84,7 @@ class BackgroundRuns:
     async def play(self, state: KernelState, background: BackgroundRun) -> None:
         """Run the loop to its end; then ``_agent`` holds its result and its panel becomes its record, in place."""
         from .cell import end_panel, publish
+        from .kernel.undo import record_output
         from .render import record_bundle
 
         run = background.run
@@ -101,6 +103,10 @@ class BackgroundRuns:
                 if run.shown is not None:  # the panel's display becomes the record
                     run.shown.update(record_bundle(published, run.panel.timeline), raw=True)
                     run.shown = None
+                    # and its Undo button follows it, in the run's cell
+                    if (button := record_output(state.shell, run.loop.run_id, run.notebook.changes,
+                                                plain=False)) is not None:
+                        display(button, raw=True)
                 run.panel.close()
 
     def find(self, word: str, *, running: bool) -> list[BackgroundRun]:
