@@ -411,7 +411,7 @@ class Change:
 
 def changes_display(changes: list[Change]) -> Display | None:
     """The display naming what one call changed (``variables: df (in place), tmp (new)``), for the call's section
-    and title (:attr:`agentkernel.record.timeline.Entry.changes`); None when it changed no variable."""
+    and title (:attr:`agentkernel.listeners.timeline.Entry.changes`); None when it changed no variable."""
     if not changes:
         return None
     return Display({CHANGES_MIME: {"changes": [{"name": c.name, "how": c.how} for c in changes]},
