@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentkernel.jupyter.kernel.undo import MAX_RUNS, ChangeLog, RunChanges, _outcome
+from agentkernel.jupyter.kernel.undo import MAX_RUNS, UNDO_MIME, ChangeLog, RunChanges, _outcome
 
 IDS = st.sampled_from(["a", "b", "c", "d", "zz", ""])
 
@@ -65,8 +65,9 @@ def test_an_edited_cell_keeps_what_it_was_before_the_runs_first_edit() -> None:
         {"cell_id": "n", "expected_source": "## Newer", "source": None},  # added: removed, whatever it became
     ]
     assert run.summary() == "2 cells: 1 added, 1 edited"
-    assert run.output()["text/plain"] == ("this run changed 2 cells: 1 added, 1 edited; %agent_undo r1 takes it back "
-                                          "while this kernel runs")
+    assert run.output().data["text/plain"] == ("this run changed 2 cells: 1 added, 1 edited; %agent_undo takes back "
+                                               "the newest run while this kernel runs")
+    assert run.output().metadata == {UNDO_MIME: {"run_id": "r1"}}
 
 
 def test_the_default_is_the_newest_run_with_changes_left_and_the_log_is_bounded() -> None:
