@@ -65,8 +65,9 @@ def test_an_edited_cell_keeps_what_it_was_before_the_runs_first_edit() -> None:
         {"cell_id": "n", "expected_source": "## Newer", "source": None},  # added: removed, whatever it became
     ]
     assert run.summary() == "2 cells: 1 added, 1 edited"
-    assert run.output().data["text/plain"] == ("this run changed 2 cells: 1 added, 1 edited; %agent_undo takes back "
-                                               "the newest run while this kernel runs")
+    assert run.output().data["text/plain"] == ("this run changed 2 cells: 1 added, 1 edited; while this kernel runs, "
+                                               "%agent_undo takes back the newest run, %agent_undo RUN_ID this one "
+                                               "(_agent.run_id)")
     assert run.output().metadata == {UNDO_MIME: {"run_id": "r1"}}
 
 

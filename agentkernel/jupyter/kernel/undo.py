@@ -219,7 +219,8 @@ class UndoOutput:
     @classmethod
     def of(cls, run_id: str, changed: str, *, cells: int, variables: int = 0) -> UndoOutput:
         counts = {"cells": cells} | ({"variables": variables} if variables else {})
-        line = f"this run changed {changed}; %agent_undo takes back the newest run while this kernel runs"
+        line = (f"this run changed {changed}; while this kernel runs, %agent_undo takes back the newest run, "
+                "%agent_undo RUN_ID this one (_agent.run_id)")
         return cls({UNDO_MIME: counts, "text/plain": line}, {UNDO_MIME: {"run_id": run_id}})
 
 
