@@ -23,7 +23,7 @@ _HOMES = {
                 "OpenAIResponsesModel", "RecordingModel", "ReplayModel", "ScriptedModel", "Turn"),
     ".pricing": ("Price",),
     ".record.history": ("HistoryError", "repair_history", "validate_history"),
-    ".record.transcript": ("load_transcript",),
+    ".listeners.transcript": ("load_transcript",),
     ".result": ("LoopResult",),
     ".stop": ("StopSignal",),
     ".tools": ("Decision", "Tool", "ToolCall", "ToolOutput", "tool"),

@@ -39,6 +39,7 @@ from .events import (
 )
 from .guards import GuardConfig, RunGuards
 from .instructions import Instruction
+from .listeners.transcript import open_transcript
 from .metering import OUTPUT_LIMIT_REASONS, Meter
 from .models.base import (
     THINKING_KEY,
@@ -53,7 +54,6 @@ from .models.base import (
 from .pricing import Pricer, no_price_error, price_for
 from .record import history as h
 from .record.context import CONTEXT_FRAME, ContextView, estimate
-from .record.transcript import open_transcript
 from .result import LoopResult
 from .run_state import RunState
 from .secrets import KERNEL, MARKER_START
@@ -85,7 +85,7 @@ class AgentLoop:
 
     ``transcript``: a JSONL file to append the run to, an existing folder (or True: ``$AGENTKERNEL_TRANSCRIPTS``,
     else ``~/.agentkernel/transcripts``) to write a new file in, keeping the newest 200 runs there
-    (:func:`~agentkernel.record.transcript.run_transcript`), or False for none.
+    (:func:`~agentkernel.listeners.transcript.run_transcript`), or False for none.
     """
 
     def __init__(

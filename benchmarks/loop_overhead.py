@@ -141,9 +141,9 @@ async def traced_run(rounds: int, listening: str, folder: str) -> float:
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from agentkernel.record.timeline import Timeline
-    from agentkernel.record.transcript import Transcript
-    from agentkernel.tracing import RunSpans
+    from agentkernel.listeners.timeline import Timeline
+    from agentkernel.listeners.tracing import RunSpans
+    from agentkernel.listeners.transcript import Transcript
 
     script = [Call("noop", {"i": i}) for i in range(rounds)] + ["done"]
     model = ScriptedModel(script)

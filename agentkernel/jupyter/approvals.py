@@ -91,7 +91,7 @@ def terminal_approver(stop: StopSignal) -> Callable[[ToolCall, Tool], Decision]:
     """Ask on the terminal: ``y`` approves, ``a`` approves the tool for the rest of the run, ``n`` (or nothing)
     denies, any other text denies with that text as the note the model reads; Ctrl-C (or end of input) denies and
     stops the run."""
-    from ..record.timeline import WAITING  # the record's modules come with the first run, not with %load_ext
+    from ..listeners.timeline import WAITING  # the record's modules come with the first run, not with %load_ext
 
     def ask(call: ToolCall, tool: Tool) -> Decision:
         shown, hidden = reveal(terminal_arguments(call.arguments))

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from IPython.core.error import UsageError
+from IPython.display import display
 
 from ..result import LoopResult
 
@@ -40,6 +41,8 @@ class BackgroundRun:
     run: CellRun
     started: float = field(default_factory=time.time)
     task: asyncio.Task[None] | None = None
+    waited: bool = False
+    """Whether a ``%agent_wait`` has reported its end."""
 
     @property
     def running(self) -> bool:
@@ -83,6 +86,7 @@ class BackgroundRuns:
     async def play(self, state: KernelState, background: BackgroundRun) -> None:
         """Run the loop to its end; then ``_agent`` holds its result and its panel becomes its record, in place."""
         from .cell import end_panel, publish
+        from .kernel.undo import record_output
         from .render import record_bundle
 
         run = background.run
@@ -101,14 +105,19 @@ class BackgroundRuns:
                 if run.shown is not None:  # the panel's display becomes the record
                     run.shown.update(record_bundle(published, run.panel.timeline), raw=True)
                     run.shown = None
+                    # and its Undo button follows it, in the run's cell
+                    if (button := record_output(state.shell, run.loop.run_id, run.notebook.changes,
+                                                plain=False)) is not None:
+                        display(button, raw=True)
                 run.panel.close()
 
     def find(self, word: str, *, running: bool) -> list[BackgroundRun]:
         """The runs ``word`` names: a run's number (``2``), its run id (or the start of it); none named: every
-        running one (``running``) or every one. UsageError for a word that names none."""
+        running one (``running``: and, for ``%agent_wait``, every one that ended since it last waited), else every
+        one. UsageError for a word that names none."""
         word = word.strip()
         if not word:
-            return [r for r in self.runs if r.running or not running]
+            return [r for r in self.runs if r.running or not running or not r.waited]
         found = [r for r in self.runs if word == str(r.number) or len(word) >= 4 and r.run.loop.run_id.startswith(word)]
         if not found:
             known = ", ".join(str(r.number) for r in self.runs) or "none yet"
@@ -124,7 +133,7 @@ class BackgroundRuns:
     def stop(self, word: str) -> str:
         """Stop the runs ``word`` names (every running one if none); what to print."""
         lines = []
-        for background in self.find(word, running=True):
+        for background in self.find(word, running=True) if word.strip() else [r for r in self.runs if r.running]:
             if background.running:
                 background.run.loop.stop.set(STOPPED)
                 lines.append(f"stopping run {background.number}: its record replaces its panel in its cell")
@@ -143,4 +152,6 @@ class BackgroundRuns:
         if tasks:
             with scheduler_of(state.shell).lent():
                 await asyncio.wait(tasks)
+        for background in waited:
+            background.waited = True
         return waited

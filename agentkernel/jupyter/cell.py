@@ -358,9 +358,9 @@ async def brief(setup: CellSetup) -> None:
 
 def launch(state: KernelState, setup: CellSetup) -> CellRun:
     """The run's loop, with the cell's panel shown (where a widget front end shows it)."""
+    from ..listeners.tracing import RunSpans, export_trouble
+    from ..listeners.tracing import wanted as tracing_wanted
     from ..loop import AgentLoop
-    from ..tracing import RunSpans, export_trouble
-    from ..tracing import wanted as tracing_wanted
     from .panel import Panel
 
     plan, options = setup.plan, setup.plan.options
@@ -398,7 +398,7 @@ def launch(state: KernelState, setup: CellSetup) -> CellRun:
 
 def tell_transcripts(state: KernelState, loop: AgentLoop, panel: Panel) -> None:
     """The panel's note, once per kernel and live only (paths differ by machine), of where runs are saved."""
-    from ..record.transcript import KEEP
+    from ..listeners.transcript import KEEP
 
     if loop.transcript and not state.told_transcripts:
         state.told_transcripts = True

@@ -1,6 +1,6 @@
 """The live panel of a ``%%agent`` cell: status, budget bars, Stop, streamed text, one section per tool call.
 
-The panel is the live view of the run's :class:`~agentkernel.record.timeline.Timeline` (the static record in
+The panel is the live view of the run's :class:`~agentkernel.listeners.timeline.Timeline` (the static record in
 :mod:`.render` is the other): it makes widgets for the timeline's entries and never builds entries of its own. Live
 progress is shown through widget state; when the run ends the cell's magic replaces the panel's display with the
 record and :meth:`Panel.close` closes every widget the panel made, so the kernel holds no widget of a finished run.
@@ -39,7 +39,7 @@ from ..events import (
     ToolCallStarted,
     UsageUpdated,
 )
-from ..record.timeline import WAITING, Entry, Timeline
+from ..listeners.timeline import WAITING, Entry, Timeline
 from ..result import briefing_line, loaded_skill, status_line
 from ..stop import StopSignal
 from ..text import cut
@@ -68,7 +68,7 @@ class Shown:
 
 
 class Panel:
-    """Widgets for one run: a live view of its :class:`~agentkernel.record.timeline.Timeline`. Call it with each
+    """Widgets for one run: a live view of its :class:`~agentkernel.listeners.timeline.Timeline`. Call it with each
     loop event (it hands each to the timeline first); :meth:`close` closes every widget it made once the run has
     its record."""
 

@@ -292,7 +292,7 @@ def provider_base_url(name: str, options: AgentOptions) -> str | None:
 
 def transcript_history(path: str) -> list[dict[str, Any]]:
     """The history of the transcript file at ``path``, repaired; AgentConfigError naming the file when there is none."""
-    from ..record.transcript import load_transcript
+    from ..listeners.transcript import load_transcript
 
     try:
         history = load_transcript(os.path.expanduser(path))

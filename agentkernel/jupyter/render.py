@@ -1,7 +1,7 @@
 """The static record of a run: HTML with one ``<details>`` section per call, and a plain-text transcript.
 
 When a run ends, whatever its status, this is what its cell shows in place of the live panel: a view of the run's
-:class:`~agentkernel.record.timeline.Timeline`, as the panel is the live one. It holds no widget, so it reads the
+:class:`~agentkernel.listeners.timeline.Timeline`, as the panel is the live one. It holds no widget, so it reads the
 same in JupyterLab and Notebook 7 with a fresh kernel, in VS Code, nbconvert, GitHub and nbviewer, and it is what
 nbval compares. Both forms are deterministic: no timings, run ids, call ids or absolute paths.
 
@@ -20,8 +20,8 @@ import json
 import re
 from typing import Any
 
+from ..listeners.timeline import Entry, Timeline
 from ..record.images import IMAGE_TYPES
-from ..record.timeline import Entry, Timeline
 from ..result import LoopResult
 from ..text import cut, hidden_warning, load_arguments, pretty_arguments, reveal
 from ..tools import Display

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as widgets
 
 from ..errors import AgentConfigError
-from ..record.timeline import Timeline
-from ..record.transcript import Transcript, run_transcript, transcript_dir
+from ..listeners.timeline import Timeline
+from ..listeners.transcript import Transcript, run_transcript, transcript_dir
 from ..secrets import KERNEL
 from ..serve_stdio import TOKEN_ENV
 from ..stop import StopSignal
@@ -267,10 +267,10 @@ class KernelServing:
         """Serve ``tools`` as ``plan`` says (its MCP servers started first); the magic shows the panel."""
         if self.current is not None and self.current.server.serving:
             raise AgentConfigError(f"a session is already serving at {self.current.url}: %agent_serve stop ends it")
+        from ..listeners.tracing import SessionSpans
+        from ..listeners.tracing import wanted as tracing_wanted
         from ..mcp.serving import MCPHTTPServer
         from ..mcp.session import ServedSession
-        from ..tracing import SessionSpans
-        from ..tracing import wanted as tracing_wanted
 
         session_id = uuid.uuid4().hex[:12]
         transcript = session_transcript(plan.options.transcripts, session_id)

@@ -27,8 +27,8 @@ from typing import Any
 
 from ..events import Event, Listeners, RunFinished, ToolCallFinished, ToolCallStarted
 from ..guards import GuardConfig, NoProgressGuard, RepeatedCallGuard
+from ..listeners.transcript import Transcript
 from ..record import history as h
-from ..record.transcript import Transcript
 from ..result import LoopResult
 from ..stop import StopSignal
 from ..text import cut, short

@@ -34,9 +34,9 @@ from agentkernel import (
 )
 from agentkernel.events import Event, MessageDone, TextDelta, ToolCallFinished, ToolCallStarted
 from agentkernel.jupyter.render import render_html, render_text
+from agentkernel.listeners.timeline import Timeline
 from agentkernel.models import OpenAIChatModel
 from agentkernel.record.history import MISSING_OUTPUT
-from agentkernel.record.timeline import Timeline
 
 LONE = "\ud800"
 """A lone surrogate: a str can hold it, UTF-8 cannot encode it."""

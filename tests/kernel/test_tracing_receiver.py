@@ -44,7 +44,7 @@ def two_runs(tmp_path: Path, **env: str) -> tuple[list[Cell], Cell]:
     cells = []
     try:
         cells.append(kernel.ok("%load_ext agentkernel"))
-        cells.append(kernel.ok("import time\nimport agentkernel.tracing as tracing\n"
+        cells.append(kernel.ok("import time\nimport agentkernel.listeners.tracing as tracing\n"
                                "from agentkernel import ScriptedModel\n"
                                "first, second = ScriptedModel(['one']), ScriptedModel(['two'])"))
         cells.append(kernel.ok("%%agent -m first\ngo", timeout=60))
@@ -88,7 +88,7 @@ def test_the_console_exporter_writes_to_the_kernels_own_stdout_not_into_cells(tm
     kernel = KernelSession(cwd, kernel_env(tmp_path, OTEL_TRACES_EXPORTER="console"), log=tmp_path / "log")
     try:
         kernel.ok("%load_ext agentkernel")
-        kernel.ok("from agentkernel import ScriptedModel\nimport agentkernel.tracing as tracing\n"
+        kernel.ok("from agentkernel import ScriptedModel\nimport agentkernel.listeners.tracing as tracing\n"
                   "model = ScriptedModel(['hello'])")
         run = kernel.ok("%%agent -m model\ngo", timeout=60)
         flushed = kernel.ok("assert tracing._own.force_flush(10_000)")  # the export runs while this cell waits
@@ -101,7 +101,7 @@ def test_the_console_exporter_writes_to_the_kernels_own_stdout_not_into_cells(tm
 
 EXITS = """\
 import sys, time
-import agentkernel.tracing as tracing
+import agentkernel.listeners.tracing as tracing
 tracing.tracer_provider().get_tracer("test").start_span("a span").end()
 while not tracing.TROUBLE.retrying:  # the first export failed, and the exporter waits to try again
     time.sleep(0.05)
@@ -150,7 +150,7 @@ def test_the_exit_still_sends_the_last_spans_to_a_receiver_that_is_up(tmp_path: 
     for a receiver that is down."""
     with receiver(200) as (port, received):
         env = {**kernel_env(tmp_path), "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}"}
-        code = ("import agentkernel.tracing as tracing\n"
+        code = ("import agentkernel.listeners.tracing as tracing\n"
                 "tracing.tracer_provider().get_tracer('test').start_span('the last span').end()\n")
         done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stderr == "", done.stderr

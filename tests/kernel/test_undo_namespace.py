@@ -5,12 +5,14 @@ is left and named; an object over the budget and an uncopyable one are named; a 
 is never copied (the kernel's memory does not grow by it); the record names, per call, the variables it changed,
 and offers the Undo button; ``jupyter console`` (no cell id) and an ``%agent_undo`` that cannot await undo the
 variables the same; a ``%agent_serve`` session is one unit to undo, and a change the user made between two of its
-calls is left. The journal's own properties are tests/unit/test_journal.py.
+calls is left; a background run is one run to undo, its Undo button in its own cell. The journal's own properties
+are tests/unit/test_journal.py.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -144,7 +146,8 @@ def test_the_record_offers_the_undo_and_an_unawaited_undo_takes_back_the_variabl
     run_id = kernel.value("_agent.run_id")
     (button,) = [bundle for bundle in cell.displays if UNDO_MIME in bundle]
     assert button[UNDO_MIME] == {"run_id": run_id, "cells": 0, "variables": 6}
-    assert button["text/plain"].startswith(f"this run changed 6 variables; %agent_undo {run_id} takes it back")
+    assert button["text/plain"] == ("this run changed 6 variables; while this kernel runs, %agent_undo takes back the "
+                                    "newest run, %agent_undo RUN_ID this one (_agent.run_id)")  # no id: nbval
     inline = kernel.ok(f"%agent_undo {run_id}\nafter = 1")  # not alone: not awaited, the variables only
     assert inline.stdout.startswith(f"undid run {run_id}: restored 6 variables: "), inline.describe()
     assert kernel.value("[list(df.columns), model]") == [["city", "rain", "wind"], "untrained"]
@@ -160,12 +163,41 @@ def test_what_code_that_failed_or_was_stopped_had_changed_is_taken_back(kernel: 
     assert kernel.value("[list(df.columns), model, rows]") == [["city", "rain", "wind"], "untrained", [1, [2]]]
 
 
+def test_a_journal_that_fails_never_keeps_the_code_from_running_and_the_undo_says_so(kernel: KernelSession):
+    kernel.ok("import agentkernel.journal as _journal\n_before = _journal.Journal.before\n"
+              "_journal.Journal.before = lambda *args, **kwargs: 1 / 0")
+    try:
+        run(kernel, ["made = 'by the code'"])
+    finally:
+        kernel.ok("_journal.Journal.before = _before")
+    assert kernel.value("made") == "by the code"
+    said = undo(kernel)
+    assert "not restored: what run_python call 1 did (the undo journal failed: ZeroDivisionError)" in said, said
+
+
 def test_a_run_that_changes_no_variable_leaves_no_button_and_says_so(kernel: KernelSession):
     kernel.ok(DATA)
     cell = run(kernel, ["print(len(df))"])
     assert not [bundle for bundle in cell.displays if UNDO_MIME in bundle]
     assert "run_python(code=\"print(len(df))\") · ok\n" in record_text(cell) + "\n"
     assert undo(kernel) == "nothing left to undo: the changes of this kernel's runs have been taken back"
+
+
+def test_a_background_run_is_undone_as_one_run_and_leaves_its_button_in_its_cell(kernel: KernelSession):
+    kernel.ok(DATA)
+    script = ", ".join(f"Call('run_python', {{'code': {code!r}}})" for code in CALLS)
+    kernel.ok(f"m = ScriptedModel([{script}, 'done'])")
+    started = kernel.run("%%agent -m m --allow-writes --background\ngo")
+    assert "goes on in the background" in started.stdout, started.describe()
+    kernel.ok("%agent_wait")
+    run_id = kernel.value("_agent.run_id")
+    deadline = time.monotonic() + 30
+    while not [m for m in started.messages if UNDO_MIME in m["content"].get("data", {})]:
+        assert time.monotonic() < deadline, started.describe()
+        kernel.pump(0.05)
+    said = undo(kernel)
+    assert said.startswith(f"undid run {run_id}: restored 6 variables: "), said
+    assert kernel.value("[list(df.columns), model, 'tmp' in dir()]") == [["city", "rain", "wind"], "untrained", False]
 
 
 @asynccontextmanager

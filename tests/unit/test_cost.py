@@ -16,9 +16,9 @@ from agentkernel import AgentConfigError, Limits, OpenAIChatModel, OpenAIRespons
 from agentkernel.events import UsageUpdated
 from agentkernel.jupyter.panel import Panel
 from agentkernel.jupyter.render import render_text
+from agentkernel.listeners.timeline import Timeline
 from agentkernel.models.base import UsageEvent
 from agentkernel.pricing import catalog_price, parse_price
-from agentkernel.record.timeline import Timeline
 from agentkernel.usage import Usage
 
 MODEL = "gpt-5-mini"  # priced by genai-prices for the provider openai; its cache reads cost a tenth of its input

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from agentkernel import Call, ScriptedModel, tool
 from agentkernel.jupyter.approvals import terminal_approver
 from agentkernel.jupyter.render import arguments_html, change_html
-from agentkernel.record.timeline import call_title
+from agentkernel.listeners.timeline import call_title
 from agentkernel.stop import StopSignal
 from agentkernel.text import HIDDEN_CATEGORIES, hidden_warning, reveal
 from agentkernel.tools import ToolCall

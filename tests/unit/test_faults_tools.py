@@ -200,7 +200,7 @@ def test_deeply_nested_arguments_are_safe_to_render_and_compare():
 
 def test_a_run_with_deeply_nested_arguments_renders():
     from agentkernel.jupyter.render import render_html, render_text
-    from agentkernel.record.timeline import Timeline
+    from agentkernel.listeners.timeline import Timeline
 
     record = Timeline()
     result = run_guarded("go", model=ScriptedModel([Call("read", DEEP), "done"]), tools=[], on_event=record)

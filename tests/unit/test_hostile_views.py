@@ -1,4 +1,4 @@
-"""Every view of a run holds hostile text as data (issue 36): whatever a model writes (its messages, a call's
+"""Every view of a run holds hostile text as data: whatever a model writes (its messages, a call's
 arguments) and a tool returns (its output, its displays' text), the record's HTML and every HTML widget of the
 live panel hold nothing that runs or fetches (checked with a real HTML parser), and the record's plain text no
 control character."""
@@ -16,7 +16,7 @@ from live_html import live_parts
 from agentkernel import Call, ScriptedModel, StopSignal, Turn, run, tool
 from agentkernel.jupyter.panel import Panel
 from agentkernel.jupyter.render import render_html, render_text
-from agentkernel.record.timeline import Timeline
+from agentkernel.listeners.timeline import Timeline
 from agentkernel.tools import Display, ToolOutput
 from agentkernel.usage import Limits
 

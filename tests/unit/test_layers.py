@@ -123,8 +123,8 @@ def test_load_ext_and_a_scripted_run_import_no_sdk() -> None:
     assert seen == {"loaded": [], "ran": [], "status": "complete"}
 
 
-LAZY = ("agentkernel.loop", "agentkernel.events", "agentkernel.record.timeline", "agentkernel.record.transcript",
-        "agentkernel.tracing", "agentkernel.skills", "agentkernel.instructions", "agentkernel.tools.toolsets",
+LAZY = ("agentkernel.loop", "agentkernel.events", "agentkernel.listeners.timeline", "agentkernel.listeners.transcript",
+        "agentkernel.listeners.tracing", "agentkernel.skills", "agentkernel.instructions", "agentkernel.tools.toolsets",
         "agentkernel.jupyter.plan", "agentkernel.jupyter.cell", "agentkernel.jupyter.panel",
         "agentkernel.jupyter.render",
         "agentkernel.jupyter.mcp_servers", "agentkernel.jupyter.serve", "agentkernel.jupyter.kernel.tools",
@@ -192,3 +192,18 @@ def test_no_function_is_over_60_lines_and_the_loop_stays_in_one_sitting() -> Non
                 long.append(f"{name}.{node.name}: {(node.end_lineno or 0) - node.lineno + 1} lines")
     assert not long, long
     assert class_lines(modules()["agentkernel.loop"], "AgentLoop") < 400  # the goal is 300
+
+
+ABOVE_THE_LISTENERS = ("agentkernel.loop", "agentkernel.mcp.session", "agentkernel.jupyter", "agentkernel.listeners")
+"""What may import a listener: the loop and the served session (which tell them the run's events), the front end
+(which shows the timeline and starts the spans), and the listeners themselves."""
+
+
+def test_nothing_below_imports_the_listeners() -> None:
+    """The listeners hear the events; the events, the record's data, the models and the tools never import them, not
+    even lazily."""
+    for name, path in modules().items():
+        if name == "agentkernel" or name.startswith(ABOVE_THE_LISTENERS):
+            continue
+        up = {i for i in imports(name, path, module_level=False, typing=False) if i.startswith("agentkernel.listeners")}
+        assert not up, f"{name} imports {up}: only {ABOVE_THE_LISTENERS} may"

@@ -26,8 +26,8 @@ from agentkernel.events import (
     ToolCallStarted,
     redacted,
 )
+from agentkernel.listeners.transcript import Transcript
 from agentkernel.loop import AgentLoop
-from agentkernel.record.transcript import Transcript
 from agentkernel.secrets import KERNEL, SecretSet, marker
 
 # Letters and digits only: a value the redaction can find whatever text or JSON it sits in.

@@ -121,7 +121,7 @@ def test_no_transcript_takes_no_value_so_a_one_line_prompt_keeps_its_words():
 def test_a_transcript_folder_keeps_the_newest_runs_and_nothing_else_is_touched(stamps: list[int], keep: int):
     import tempfile
 
-    from agentkernel.record.transcript import run_transcript
+    from agentkernel.listeners.transcript import run_transcript
 
     with tempfile.TemporaryDirectory() as folder:
         names = [f"20261201-{s:06d}-{s:012x}.jsonl" for s in stamps]

@@ -137,7 +137,7 @@ def test_stop_ends_a_long_run_at_once():
 
 def test_the_static_rendering_of_a_long_run_is_bounded_and_deterministic():
     from agentkernel.jupyter.render import render_html, render_text
-    from agentkernel.record.timeline import HEAD_ENTRIES, TAIL_ENTRIES, Timeline
+    from agentkernel.listeners.timeline import HEAD_ENTRIES, TAIL_ENTRIES, Timeline
 
     def rendered(n: int) -> tuple[str, str]:
         record = Timeline()

@@ -13,8 +13,8 @@ from runtime_helpers import run_sync
 from agentkernel import Call, ScriptedModel, tool
 from agentkernel.jupyter.cell import WIDGET_VIEW
 from agentkernel.jupyter.render import record_bundle, render_html, render_text
+from agentkernel.listeners.timeline import HEAD_ENTRIES, TAIL_ENTRIES, Timeline
 from agentkernel.record.images import IMAGE_TYPES
-from agentkernel.record.timeline import HEAD_ENTRIES, TAIL_ENTRIES, Timeline
 from agentkernel.tools import Display, ToolOutput
 from agentkernel.usage import Limits
 

@@ -48,3 +48,25 @@ def test_the_token_file_is_its_users_only_and_a_planted_link_is_not_followed(tmp
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     write_token(path, "tok-second")  # a stale file of an earlier session on the same port is replaced
     assert path.read_text() == "tok-second\n"
+
+
+def test_a_sessions_transcript_goes_where_runs_go_unless_told_and_a_bad_folder_is_one_line(tmp_path: Path,
+                                                                                         monkeypatch):
+    import pytest
+
+    from agentkernel.errors import AgentConfigError
+    from agentkernel.jupyter.serve import session_transcript
+
+    monkeypatch.setenv("AGENTKERNEL_TRANSCRIPTS", str(tmp_path / "default"))
+    by_default = session_transcript(None, "0123456789ab")
+    assert by_default is not None and by_default.path.parent == tmp_path / "default"
+    assert by_default.path.name.endswith("-0123456789ab.jsonl")
+    by_default.close()
+    assert session_transcript("", "0123456789ab") is None
+    chosen = session_transcript(str(tmp_path / "chosen"), "0123456789ab")
+    assert chosen is not None and chosen.path.parent == tmp_path / "chosen"
+    chosen.close()
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(AgentConfigError) as refused:
+        session_transcript(str(tmp_path / "a-file"), "0123456789ab")
+    assert str(refused.value).startswith("transcripts: cannot write a transcript in") and "\n" not in str(refused.value)

@@ -270,7 +270,7 @@ def test_a_long_call_sends_progress():
 
 
 def test_the_record_keeps_every_call(tmp_path):
-    from agentkernel.record.transcript import Transcript
+    from agentkernel.listeners.transcript import Transcript
 
     async def main() -> None:
         transcript = Transcript(tmp_path / "s.jsonl")

@@ -1,4 +1,4 @@
-"""The run's timeline (agentkernel/record/timeline.py): the one place the loop's events become the entries that the
+"""The run's timeline (agentkernel/listeners/timeline.py): the one place the loop's events become the entries that the
 live panel and the static record show. Fed by hand with events in orders a hostile stream could produce, and by a
 real loop."""
 
@@ -17,7 +17,7 @@ from agentkernel.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from agentkernel.record.timeline import HEAD_ENTRIES, TAIL_ENTRIES, WAITING, Entry, Timeline
+from agentkernel.listeners.timeline import HEAD_ENTRIES, TAIL_ENTRIES, WAITING, Entry, Timeline
 from agentkernel.tools import Display, ToolCall, ToolResult
 from agentkernel.usage import Limits
 

@@ -12,7 +12,7 @@ from runtime_helpers import output_of, run_sync
 from agentkernel import Call, Decision, ScriptedModel, tool
 from agentkernel.events import ToolCallFinished, ToolCallStarted
 from agentkernel.jupyter.panel import Panel
-from agentkernel.record.timeline import Timeline
+from agentkernel.listeners.timeline import Timeline
 from agentkernel.stop import StopSignal
 from agentkernel.tools import Display, ToolCall, ToolContext, ToolError, ToolOutput, ToolResult, ToolRunner
 from agentkernel.usage import Limits

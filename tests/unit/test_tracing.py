@@ -19,9 +19,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from runtime_helpers import run_sync  # noqa: E402
 
 from agentkernel import Call, GuardConfig, ScriptedModel, StopSignal, Turn, run, tool  # noqa: E402
+from agentkernel.listeners.tracing import RunSpans, SessionSpans, wanted  # noqa: E402
 from agentkernel.mcp.session import ServedSession  # noqa: E402
 from agentkernel.secrets import KERNEL, marker  # noqa: E402
-from agentkernel.tracing import RunSpans, SessionSpans, wanted  # noqa: E402
 
 SECRET = "tr4ce-" + "K9x" * 10
 

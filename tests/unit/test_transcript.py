@@ -1,4 +1,4 @@
-"""Transcripts (agentkernel/record/transcript.py): written a line per committed item, read back as the history of
+"""Transcripts (agentkernel/listeners/transcript.py): written a line per committed item, read back as the history of
 the last run in the file, torn lines skipped, image data never written."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from runtime_helpers import run_sync
 
 from agentkernel import Call, ScriptedModel, ToolOutput, load_transcript, tool, validate_history
-from agentkernel.record.transcript import Transcript
+from agentkernel.listeners.transcript import Transcript
 
 
 @tool
@@ -50,7 +50,7 @@ def test_a_write_that_fails_ends_the_transcript_not_the_run() -> None:
 
 
 def test_a_folder_keeps_the_newest_runs_and_never_touches_other_files(tmp_path: Path) -> None:
-    from agentkernel.record.transcript import KEEP, run_transcript
+    from agentkernel.listeners.transcript import KEEP, run_transcript
 
     names = [f"202612{day:02d}-{second:06d}-{second:012x}.jsonl" for day in (1, 2) for second in range(KEEP)]
     for name in names:

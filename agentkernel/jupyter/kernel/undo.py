@@ -211,9 +211,14 @@ def undo_unawaited(shell: Any, line: str, why: str) -> str:
     return f"{said}; its cells were not: {cannot}" if run is not None else said
 
 
-def record_output(shell: Any, run_id: str, changes: RunChanges | None) -> dict[str, Any] | None:
+def record_output(shell: Any, run_id: str, changes: RunChanges | None, *,
+                  plain: bool | None = None) -> dict[str, Any] | None:
     """The display bundle of a finished run's Undo button (the extension renders it; elsewhere the text shows), when
-    the run changed cells or variables; else None."""
+    the run changed cells or variables; else None. Where no notebook front end sent the cell (nbclient, a console,
+    a terminal) it is the text alone: no button can be clicked there, and a notebook run again (nbval) shows the
+    same text. ``plain``: whether it is the text alone (by default, as the running cell's request says)."""
+    from ..approvals import asks_on_terminal, headless_runner
+
     journal = journals_of(shell).runs.get(run_id)
     names = journal.names if journal is not None else 0
     cells = changes is not None and bool(changes.cells)
@@ -224,8 +229,14 @@ def record_output(shell: Any, run_id: str, changes: RunChanges | None) -> dict[s
     if names:
         bundle[UNDO_MIME]["variables"] = names
         what = f"{changes.summary()} and " if changes is not None and cells else ""
-        bundle["text/plain"] = (f"this run changed {what}{names} variable{'s' * (names != 1)}; %agent_undo {run_id} "
-                                "takes it back while this kernel runs")
+        # No run id in the text: a notebook run again (nbval) must show the same text
+        bundle["text/plain"] = (f"this run changed {what}{names} variable{'s' * (names != 1)}; while this kernel "
+                                "runs, %agent_undo takes back the newest run, %agent_undo RUN_ID this one "
+                                "(_agent.run_id)")
+    if plain is None:
+        plain = headless_runner(shell) is not None or asks_on_terminal(shell)
+    if plain:
+        return {"text/plain": bundle["text/plain"]}
     return bundle
 
 

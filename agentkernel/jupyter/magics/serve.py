@@ -28,8 +28,9 @@ class ServeMagics(StateMagics):
         The options are ``%%agent``'s (``--tools``, ``--root``, ``--mcp``, ``--allow-writes``, ``--max-tool-calls``,
         ``--max-seconds``, the guards...) and ``--port N`` (else a free port). Every call goes through the same
         approvals, redaction and guards as a ``%%agent`` call; the panel shows each call, asks there, and its Stop
-        ends the running call and the session. ``_agent_serve`` holds the session: ``url``, ``headers`` (what a
-        client sends) and ``calls``. It must be alone in its cell (it is awaited there, on the kernel's loop).
+        ends the running call and the session, whose record then replaces the panel. ``_agent_serve`` holds the
+        session: ``url``, ``headers`` (what a client sends), ``token_file`` (the token, for the snippets), ``calls``
+        and ``transcript``. It must be alone in its cell (it is awaited there, on the kernel's loop).
         """
         raise UsageError(f"%agent_serve {line.strip()} must be alone in its cell, with autoawait on (the default in "
                          "a notebook): the server runs on the kernel's event loop")

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..events import ContextCompacted, Event, ItemCommitted, RunFinished, RunStarted, UsageUpdated
+from ..record.history import Item, repair_history
+from ..record.images import image_reference
 from ..secrets import redact
 from ..text import json_line
-from .history import Item, repair_history
-from .images import image_reference
 
 KEEP = 200
 """How many runs' transcripts a folder keeps: a run starting in it removes the oldest beyond these."""

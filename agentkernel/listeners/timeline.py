@@ -33,10 +33,10 @@ from ..events import (
     ToolCallStarted,
 )
 from ..journal import CHANGES_MIME
+from ..record.images import IMAGE_TYPES
 from ..secrets import redact_text
 from ..text import reveal, short, short_arguments
 from ..tools.base import Display, ToolCall, ToolResult
-from .images import IMAGE_TYPES
 
 HEAD_ENTRIES = 50
 """A long run's views keep its first this many entries..."""

@@ -29,9 +29,9 @@ from time import time_ns
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .descriptors import process_log
-from .endings import Trip
-from .events import (
+from ..descriptors import process_log
+from ..endings import Trip
+from ..events import (
     ContextCompacted,
     Event,
     ItemCommitted,
@@ -42,12 +42,12 @@ from .events import (
     ToolCallStarted,
     UsageUpdated,
 )
-from .extras import needs
-from .secrets import KERNEL
-from .text import short
+from ..extras import needs
+from ..secrets import KERNEL
+from ..text import short
 
 if TYPE_CHECKING:
-    from .tools import ToolCall
+    from ..tools import ToolCall
 
 SEMCONV = "1.44"
 """The revision of the semantic conventions whose GenAI attributes the spans follow (as
