@@ -41,6 +41,8 @@ class BackgroundRun:
     run: CellRun
     started: float = field(default_factory=time.time)
     task: asyncio.Task[None] | None = None
+    waited: bool = False
+    """Whether a ``%agent_wait`` has reported its end."""
 
     @property
     def running(self) -> bool:
@@ -111,10 +113,11 @@ class BackgroundRuns:
 
     def find(self, word: str, *, running: bool) -> list[BackgroundRun]:
         """The runs ``word`` names: a run's number (``2``), its run id (or the start of it); none named: every
-        running one (``running``) or every one. UsageError for a word that names none."""
+        running one (``running``: and, for ``%agent_wait``, every one that ended since it last waited), else every
+        one. UsageError for a word that names none."""
         word = word.strip()
         if not word:
-            return [r for r in self.runs if r.running or not running]
+            return [r for r in self.runs if r.running or not running or not r.waited]
         found = [r for r in self.runs if word == str(r.number) or len(word) >= 4 and r.run.loop.run_id.startswith(word)]
         if not found:
             known = ", ".join(str(r.number) for r in self.runs) or "none yet"
@@ -130,7 +133,7 @@ class BackgroundRuns:
     def stop(self, word: str) -> str:
         """Stop the runs ``word`` names (every running one if none); what to print."""
         lines = []
-        for background in self.find(word, running=True):
+        for background in self.find(word, running=True) if word.strip() else [r for r in self.runs if r.running]:
             if background.running:
                 background.run.loop.stop.set(STOPPED)
                 lines.append(f"stopping run {background.number}: its record replaces its panel in its cell")
@@ -149,4 +152,6 @@ class BackgroundRuns:
         if tasks:
             with scheduler_of(state.shell).lent():
                 await asyncio.wait(tasks)
+        for background in waited:
+            background.waited = True
         return waited

@@ -10,6 +10,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -256,3 +257,35 @@ def test_background_is_a_config_trait(kernel):
         assert "goes on in the background" in cell.stdout, cell.describe()
         kernel.ok("%agent_wait")
     assert kernel.value("_agent.answer") == "configured"
+
+
+def test_a_guard_stop_in_the_background_ends_agent_wait_with_its_error(kernel, tmp_path):
+    """%agent_wait ends as the run's own cell would have: the repeated-call guard's error, named for it."""
+    (Path(kernel.cwd) / "notes.txt").write_text("hello\n")
+    kernel.ok("from agentkernel import Call, ScriptedModel\n"
+              "looping = ScriptedModel([Call('read_file', {'path': 'notes.txt'})] * 5)")
+    started = kernel.run("%%agent --background -m looping --tools read_file\nRead the notes.")
+    assert started.status == "ok", started.describe()
+    waited = kernel.run("%agent_wait")
+    assert waited.errors and waited.errors[0]["ename"] == "RepeatedToolCall", waited.describe()
+    assert kernel.value("_agent.status") == "repeated_tool_call"
+    assert "repeated_tool_call" in arrives(kernel, started, record_update)["content"]["data"]["text/plain"]
+
+
+def test_a_model_that_fails_in_the_background_leaves_its_record_and_no_widget(kernel):
+    before = widgets_alive(kernel)
+    failing = Reply(status=500, body={"error": {"message": "the model fell over"}}, headers={"x-should-retry": "false"})
+    with ScriptedServer(failing) as server:
+        started = start(kernel, server)
+        waited = kernel.run("%agent_wait")
+    assert waited.errors and "fell over" in waited.errors[0]["evalue"], waited.describe()  # as its cell would end
+    assert kernel.value("_agent.status") == "fatal_error"
+    assert "fatal_error" in arrives(kernel, started, record_update)["content"]["data"]["text/plain"]
+    assert widgets_alive(kernel) == before
+
+
+def test_agent_wait_not_alone_and_agent_runs_with_nothing_say_so_in_one_line(kernel):
+    not_alone = kernel.ok("x = 1\n%agent_wait")
+    assert "must be alone in its cell" in not_alone.stdout
+    wrong = kernel.run("%agent_wait nonsense")
+    assert wrong.status == "error" and "no background run 'nonsense'" in wrong.stderr, wrong.describe()

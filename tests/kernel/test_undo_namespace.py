@@ -163,6 +163,18 @@ def test_what_code_that_failed_or_was_stopped_had_changed_is_taken_back(kernel: 
     assert kernel.value("[list(df.columns), model, rows]") == [["city", "rain", "wind"], "untrained", [1, [2]]]
 
 
+def test_a_journal_that_fails_never_keeps_the_code_from_running_and_the_undo_says_so(kernel: KernelSession):
+    kernel.ok("import agentkernel.journal as _journal\n_before = _journal.Journal.before\n"
+              "_journal.Journal.before = lambda *args, **kwargs: 1 / 0")
+    try:
+        run(kernel, ["made = 'by the code'"])
+    finally:
+        kernel.ok("_journal.Journal.before = _before")
+    assert kernel.value("made") == "by the code"
+    said = undo(kernel)
+    assert "not restored: what run_python call 1 did (the undo journal failed: ZeroDivisionError)" in said, said
+
+
 def test_a_run_that_changes_no_variable_leaves_no_button_and_says_so(kernel: KernelSession):
     kernel.ok(DATA)
     cell = run(kernel, ["print(len(df))"])

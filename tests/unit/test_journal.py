@@ -324,3 +324,23 @@ def test_an_object_whose_fingerprint_cannot_be_read_is_kept_as_changed() -> None
     journal = Journals().run("r")
     run_code(journal, namespace, "d['n'] = 2")
     assert journal.undo(namespace).restored == ["d (contents)"] and original["n"] == 1
+
+
+class Hostile:
+    """Every attribute read raises, and so does asking its size."""
+
+    def __getattribute__(self, name: str) -> Any:
+        raise RuntimeError(f"no {name}")
+
+    def __sizeof__(self) -> int:
+        raise RuntimeError("no size")
+
+
+def test_an_object_that_breaks_every_rule_is_named_and_the_rest_still_journaled() -> None:
+    namespace: dict[str, Any] = {"__name__": "__main__", "bad": Hostile(), "rows": [1]}
+    journal = Journals().run("r")
+    run_code(journal, namespace, "bad\nrows.append(2)\nbad = 1")
+    outcome = journal.undo(namespace)
+    assert "rows (contents)" in outcome.restored and isinstance(namespace["bad"], Hostile)
+    assert outcome.line() == ("restored 2 variables: bad (rebound), rows (contents); not restored: bad (a Hostile "
+                              "that cannot be read: RuntimeError)")

@@ -30,10 +30,10 @@ class BackgroundMagics(StateMagics):
 
     @line_magic
     def agent_wait(self, line: str) -> None:
-        """``%agent_wait [RUN]``: wait until the background run RUN (or every running one) has ended, for a notebook
-        whose next cell needs its answer (``_agent`` then holds the last one to end). It ends as that run's cell
-        would have: with the error named for a guard or budget stop. Alone in its cell (it is awaited there); the
-        kernel interrupt ends the wait, not the runs."""
+        """``%agent_wait [RUN]``: wait until the background run RUN (or every running one, and every one that ended
+        since the last ``%agent_wait``) has ended, for a notebook whose next cell needs its answer (``_agent`` then
+        holds the last one to end). It ends as that run's cell would have: with the error named for a guard or budget
+        stop. Alone in its cell (it is awaited there); the kernel interrupt ends the wait, not the runs."""
         print("%agent_wait must be alone in its cell, with autoawait on (the default in a notebook): the cell "
               "awaits the runs there")
 
