@@ -474,7 +474,7 @@ def finish(state: KernelState, run: CellRun) -> None:
     from .kernel.undo import record_output
 
     if (button := record_output(state.shell, run.loop.run_id, run.notebook.changes)) is not None:
-        display(button, raw=True)  # the extension's Undo button: the run's cells and variables
+        display(button.data, metadata=button.metadata, raw=True)  # the extension's Undo button
     end_panel(run)
     # ONE next input (a front end shows one): the cells add_cell queued where no extension answers, and the code
     # --cells could not write as cells

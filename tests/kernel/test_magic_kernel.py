@@ -304,7 +304,7 @@ def test_streamed_text_is_throttled(kernel: KernelSession):
     assert cell.status == "ok" and not cell.errors, cell.describe()
     updates = [m["content"]["data"]["state"] for m in cell.of_type("comm_msg")
                if m["content"]["data"].get("method") == "update"]
-    streamed = [u["value"] for u in updates if str(u.get("value", "")).startswith('<div style="white-space')]
+    streamed = [u["value"] for u in updates if 'style="white-space: pre-wrap"' in str(u.get("value", ""))]
     print(f"streamed-text updates: {len(streamed)}, all widget updates: {len(updates)}")
     assert 1 <= len(streamed) <= 40, len(streamed)
     assert len(updates) <= 120, len(updates)
