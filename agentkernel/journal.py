@@ -519,7 +519,11 @@ class Journal:
 
         ``epoch`` (the shell's execution count) tells whether anyone else can have run code since the run's last
         call; only then are the names that call left looked at again (someone else's change is left by the undo)."""
-        found = widen(namespace, reach(code))
+        found = reach(code)
+        try:
+            found = widen(namespace, found)
+        except Exception:  # a hostile object in the namespace: what the code names still counts
+            pass
         others = epoch is None or epoch != self.epoch
         self.epoch = epoch
         if found.dynamic:
@@ -534,29 +538,43 @@ class Journal:
             value = bindings[name]
             if value is MISSING:
                 continue
-            if others and name in self.after and name not in self.meddled and self._changed_since(name, value):
-                self.meddled.add(name)
-            if id(value) in call.copies or id(value) in self.saved or is_immutable(value) or is_code(value):
-                continue
-            if why := uncopyable(value):
-                self.lost.setdefault(name, f"{name} ({why}: not copied)")
-                continue
-            size = estimate_size(value)
-            if not self._fits(size, used):
-                self.lost.setdefault(name, self._over(name, size))
-                continue
             try:
-                duplicate, print_before, size = snapshot(value)
-            except Exception as e:
-                self.lost.setdefault(name, f"{name} (a {type(value).__name__} that cannot be copied: "
+                if others and name in self.after and name not in self.meddled and self._changed_since(name, value):
+                    self.meddled.add(name)
+                used += self._copy(name, value, call, used)
+            except Exception as e:  # an object that breaks the rules (its attributes raise): named, never fatal
+                self.lost.setdefault(name, f"{name} (a {type(value).__name__} that cannot be read: "
                                            f"{type(e).__name__})")
-                continue
-            if not self._fits(size, used):  # larger than it looked (objects in a frame's columns)
-                self.lost.setdefault(name, self._over(name, size))
-                continue
-            call.copies[id(value)] = (value, duplicate, size, print_before)
-            used += size
         return call
+
+    def _copy(self, name: str, value: Any, call: Call, used: int) -> int:
+        """Copy ``value`` (held by ``name``) into ``call`` if it can change in place and fits beside ``used``; the
+        bytes the copy takes (0: not copied, and said why where that matters)."""
+        if id(value) in call.copies or id(value) in self.saved or is_immutable(value) or is_code(value):
+            return 0
+        if why := uncopyable(value):
+            self.lost.setdefault(name, f"{name} ({why}: not copied)")
+            return 0
+        size = estimate_size(value)
+        if not self._fits(size, used):
+            self.lost.setdefault(name, self._over(name, size))
+            return 0
+        try:
+            duplicate, print_before, size = snapshot(value)
+        except Exception as e:
+            self.lost.setdefault(name, f"{name} (a {type(value).__name__} that cannot be copied: {type(e).__name__})")
+            return 0
+        if not self._fits(size, used):  # larger than it looked (objects in a frame's columns)
+            self.lost.setdefault(name, self._over(name, size))
+            return 0
+        call.copies[id(value)] = (value, duplicate, size, print_before)
+        return size
+
+    def not_followed(self, error: BaseException) -> None:
+        """A call the journal could not follow (``error``): the undo names it."""
+        self.lost[f" call {self.calls + 1}"] = (f"what run_python call {self.calls + 1} did (the undo journal failed: "
+                                                f"{type(error).__name__})")
+        self.calls += 1
 
     def _fits(self, size: int, used: int) -> bool:
         """Whether a copy of ``size`` bytes fits in the budget beside ``used`` (dropping older runs' copies)."""
@@ -609,9 +627,12 @@ class Journal:
 
     def _print(self, value: Any) -> Hashable | None:
         """The fingerprint of what the run left in a name, if it is data within the budget."""
-        if is_code(value) or uncopyable(value):
+        try:
+            if is_code(value) or uncopyable(value):
+                return None
+            return fingerprint(value) if estimate_size(value) <= self.owner.budget else None
+        except Exception:  # cannot be read: only its identity is compared
             return None
-        return fingerprint(value) if estimate_size(value) <= self.owner.budget else None
 
     def _changed_since(self, name: str, now: Any) -> bool:
         """Whether ``name`` no longer holds what the run left in it."""

@@ -106,9 +106,8 @@ class BackgroundRuns:
                     run.shown.update(record_bundle(published, run.panel.timeline), raw=True)
                     run.shown = None
                     # and its Undo button follows it, in the run's cell
-                    if (button := record_output(state.shell, run.loop.run_id, run.notebook.changes,
-                                                plain=False)) is not None:
-                        display(button, raw=True)
+                    if (button := record_output(state.shell, run.loop.run_id, run.notebook.changes)) is not None:
+                        display(button.data, metadata=button.metadata, raw=True)
                 run.panel.close()
 
     def find(self, word: str, *, running: bool) -> list[BackgroundRun]:

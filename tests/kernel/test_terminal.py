@@ -101,9 +101,17 @@ def test_a_cell_waits_for_its_body_and_approvals_are_asked_on_the_terminal(termi
     child.sendline("n")
     shown = terminal.prompt()
     assert "agent: complete · 3 rounds · 2 tool calls · 1 call denied" in shown, shown
+    # where runs are saved is said once, before the first run's question (the terminal has no panel to say it)
+    assert re.search(r"agentkernel: runs are saved in \S*transcripts \(the newest \d+ kept; --no-transcript: none\)",
+                     asked), asked
     assert terminal.value("x") == "42"
     assert terminal.value(OUTPUTS) == repr(["(the code ran; no output and no value)",
                                              "denied: run_python has side effects and the user denied it"])
+    terminal.cell("m = twice()")
+    again = terminal.ask("%%agent -m m", "compute")
+    assert "runs are saved" not in again
+    terminal.child.sendline("a")
+    terminal.prompt()
 
 
 def test_all_this_run_and_a_note(terminal: Terminal):

@@ -183,12 +183,20 @@ class KernelTools:
             compiled = []
         journal = self.journals.run(run_id)
         namespace = self.shell.user_ns
-        call = journal.before(namespace, compiled, epoch=self.shell.execution_count)
+        try:
+            call = journal.before(namespace, compiled, epoch=self.shell.execution_count)
+        except Exception as e:  # the journal must never keep the code from running: the undo will say so
+            journal.not_followed(e)
+            call = None
         try:
             yield
         finally:
-            if (display := changes_display(journal.after_call(namespace, call))) is not None:
-                changed.append(display)
+            if call is not None:
+                try:
+                    if (display := changes_display(journal.after_call(namespace, call))) is not None:
+                        changed.append(display)
+                except Exception as e:
+                    journal.not_followed(e)
 
     def model_images(self, execution: Execution) -> tuple[list[Image], dict[int, str]]:
         """The images of an execution to send to the model (see :func:`~agentkernel.record.images.images_for_model`),
