@@ -199,6 +199,15 @@ def test_agent_serve_says_it_needs_a_jupyter_kernel(terminal: Terminal):
     assert "UsageError" in shown and "%agent_serve needs a Jupyter kernel" in shown, shown
 
 
+def test_background_runs_in_the_foreground_in_terminal_ipython_saying_so(terminal: Terminal):
+    terminal.cell("hi = ScriptedModel(['hello there'])")
+    shown = terminal.cell("%agent --background -m hi greet me")
+    assert shown.count("--background runs in the foreground here: terminal IPython runs its event loop only while "
+                       "a cell runs") == 1, shown
+    assert "agent: complete" in shown and "hello there" in shown, shown
+    assert "no background runs" in terminal.cell("%agent_runs")
+
+
 def test_jupyter_console_asks_on_the_terminal_and_runs_on_y(tmp_path: Path):
     """A console's request (``allow_stdin`` and no ``cellId``) is asked through ``input()``, as terminal IPython
     asks: it waited ``approval_timeout`` (300 s) for a panel nobody could click, then denied."""
