@@ -9,8 +9,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-from agentkernel.jupyter.cell import PANEL_TEXT
-
 
 def show(path: Path) -> int:
     import nbformat
@@ -33,7 +31,7 @@ def show(path: Path) -> int:
                 print(f"{output.ename}: {output.evalue}")
             else:
                 text = output.get("data", {}).get("text/plain", "")
-                if text and text != PANEL_TEXT:
+                if text:  # (the panel's display is left with no data)
                     print(text.rstrip())
         print()
     return 0

@@ -1,13 +1,13 @@
 /**
  * The Undo button of a finished run's record: a renderer of `application/vnd.agentkernel.undo+json`
- * (`{"run_id": str, "cells": int, "variables"?: int}`), an output the kernel shows below a run that changed the
- * notebook or the kernel's variables.
+ * (`{"cells": int, "variables"?: int}`, the run's id in the output's metadata: `{"run_id": str}` under the same
+ * type), an output the kernel shows below a run that changed the notebook or the kernel's variables.
  *
  * A click runs `%agent_undo RUN_ID` in the notebook's kernel as a silent execute request (no execution count, no
  * output in any cell) and shows the one line it prints beside the button. The kernel does the undo: it asks this
  * extension, over the `agentkernel.notebook` comm, to `restore` the cells the run changed, and takes back its
  * variables itself. Where the extension is not
- * installed the output's text/plain says how to undo (`%agent_undo RUN_ID`).
+ * installed the output's text/plain says how to undo (`%agent_undo`, the newest run; `_agent.run_id` names it).
  */
 
 import type { Kernel, KernelMessage } from '@jupyterlab/services';
@@ -41,7 +41,10 @@ export class UndoButton extends Widget implements IRenderMime.IRenderer {
 
   async renderModel(model: IRenderMime.IMimeModel): Promise<void> {
     const data = (model.data[UNDO_MIME] ?? {}) as JSONObject;
-    const runId = String(data.run_id ?? '');
+    // The run's id is in the output's metadata (nbval compares data, and a re-run's id is new); notebooks saved
+    // before 0.7 keep it in the data.
+    const metadata = (model.metadata[UNDO_MIME] ?? {}) as JSONObject;
+    const runId = String(metadata.run_id ?? data.run_id ?? '');
     this.runId = RUN_ID.test(runId) ? runId : '';
     this.button.disabled = !this.runId;
     this.button.title = this.runId ? `%agent_undo ${this.runId}` : 'this output names no run';

@@ -24,6 +24,7 @@ from IPython.core.error import UsageError
 from IPython.display import display
 
 from ..result import LoopResult
+from ..secrets import redact_text
 
 if TYPE_CHECKING:
     from .cell import CellRun
@@ -93,6 +94,9 @@ class BackgroundRuns:
         ticker = asyncio.ensure_future(run.panel.tick())
         try:
             await run.loop.run(run.prompt)
+        except Exception as error:  # the loop itself failed: said in its own cell, not left to asyncio's log
+            print(redact_text(f"agentkernel: background run {background.number} failed: {type(error).__name__}: "
+                              f"{error}"))
         finally:
             ticker.cancel()
             result = run.loop.result
@@ -106,9 +110,8 @@ class BackgroundRuns:
                     run.shown.update(record_bundle(published, run.panel.timeline), raw=True)
                     run.shown = None
                     # and its Undo button follows it, in the run's cell
-                    if (button := record_output(state.shell, run.loop.run_id, run.notebook.changes,
-                                                plain=False)) is not None:
-                        display(button, raw=True)
+                    if (button := record_output(state.shell, run.loop.run_id, run.notebook.changes)) is not None:
+                        display(button.data, metadata=button.metadata, raw=True)
                 run.panel.close()
 
     def find(self, word: str, *, running: bool) -> list[BackgroundRun]:

@@ -44,9 +44,11 @@ if TYPE_CHECKING:
     from .panel import Panel
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-PANEL_TEXT = ""
-"""The panel's text, live and once the record replaced it: empty, the same in both, so nbval (which ignores
-display updates) compares the saved notebook with a fresh run equal."""
+PANEL_LEFT: dict[str, Any] = {}
+"""What the record leaves of the panel's display: no data at all, an output JupyterLab, Notebook 7 and nbconvert
+show as nothing (an empty ``text/plain`` showed as an empty output). The live display holds only the widget view,
+which nbval skips, and nbval ignores the update, so it compares the saved notebook (the empty output, then the
+record) with a fresh run equal."""
 
 
 @dataclass(repr=False)  # shown as a LoopResult is (its _repr_pretty_), not as the dataclass repr
@@ -397,21 +399,26 @@ def launch(state: KernelState, setup: CellSetup) -> CellRun:
 
 
 def tell_transcripts(state: KernelState, loop: AgentLoop, panel: Panel) -> None:
-    """The panel's note, once per kernel and live only (paths differ by machine), of where runs are saved."""
+    """Say once per kernel where runs are saved: the panel's note (live only: paths differ by machine), or on a
+    terminal or a console, which show no panel, one printed line before the run."""
     from ..listeners.transcript import KEEP
 
     if loop.transcript and not state.told_transcripts:
         state.told_transcripts = True
         folder, home = str(loop.transcript.path.parent), os.path.expanduser("~")
         shown = "~" + folder[len(home):] if folder.startswith(home + os.sep) else folder
-        panel.note = f"runs are saved in {shown} (the newest {KEEP} kept; --no-transcript: none)"
+        said = f"runs are saved in {shown} (the newest {KEEP} kept; --no-transcript: none)"
+        if asks_on_terminal(state.shell):
+            state.note(said)
+        else:
+            panel.note = said
 
 
 def show_panel(state: KernelState, run: CellRun) -> None:
     """Display the run's panel in the cell, and its Undo button from the run's first change of the notebook."""
     from .kernel.undo import live_button
 
-    bundle = {WIDGET_VIEW: run.panel.widget._repr_mimebundle_()[WIDGET_VIEW], "text/plain": PANEL_TEXT}
+    bundle = {WIDGET_VIEW: run.panel.widget._repr_mimebundle_()[WIDGET_VIEW]}  # no text/plain: see PANEL_LEFT
     run.shown = display(bundle, raw=True, display_id=True)
     notebook, panel = run.notebook, run.panel
     notebook.on_change = lambda changes: panel.add_action(live_button(state.shell, changes, notebook.request.session))
@@ -467,7 +474,7 @@ def finish(state: KernelState, run: CellRun) -> None:
     from .kernel.undo import record_output
 
     if (button := record_output(state.shell, run.loop.run_id, run.notebook.changes)) is not None:
-        display(button, raw=True)  # the extension's Undo button: the run's cells and variables
+        display(button.data, metadata=button.metadata, raw=True)  # the extension's Undo button
     end_panel(run)
     # ONE next input (a front end shows one): the cells add_cell queued where no extension answers, and the code
     # --cells could not write as cells
@@ -484,6 +491,6 @@ def end_panel(run: CellRun) -> None:
     """The panel's display emptied (the record below it replaces it, or the run failed) and its widgets closed: a
     saved notebook holds no view of a dead widget model, and the kernel no widget of a finished run."""
     if run.shown is not None:
-        run.shown.update({"text/plain": PANEL_TEXT}, raw=True)
+        run.shown.update(PANEL_LEFT, raw=True)
         run.shown = None
     run.panel.close()

@@ -55,7 +55,7 @@ def render_text(result: LoopResult, timeline: Timeline) -> str:
         elif entry.kind == "compaction":
             lines.append(f"⟲ {entry.name}")
         elif entry.kind == "approval":
-            lines.append(f"? {entry.title()}")
+            lines.append(entry.title())  # "approval: write · approved", in words
         elif entry.call is not None:
             lines.append(f"▸ {entry.title()}")
             output = entry.result.output if entry.result else ""

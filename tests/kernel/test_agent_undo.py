@@ -49,9 +49,10 @@ def run_agent(kernel: KernelSession, notebook: FakeNotebook, calls: list[tuple[s
     code = "%%agent -m m --allow-writes\ngo"
     notebook.cell("agent")["source"] = code
     cell = notebook.run(notebook.submit(code))
-    undo_outputs = [bundle[UNDO_MIME] for bundle in cell.displays if UNDO_MIME in bundle]
+    undo_outputs = [(m["content"]["data"][UNDO_MIME], m["content"]["metadata"][UNDO_MIME])
+                    for m in cell.of_type("display_data") if UNDO_MIME in m["content"]["data"]]
     run_id = kernel.value("_agent.run_id")
-    assert undo_outputs == [{"run_id": run_id, "cells": changed}]  # the extension's Undo button
+    assert undo_outputs == [({"cells": changed}, {"run_id": run_id})]  # the extension's Undo button
     return run_id
 
 

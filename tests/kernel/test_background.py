@@ -205,7 +205,7 @@ def test_the_kernel_interrupt_interrupts_the_users_cell_not_the_background_run(k
     assert kernel.value("_agent.answer") == "still here"
 
 
-@pytest.mark.parametrize("how", ["nbclient", "CI"])
+@pytest.mark.parametrize("how", ["nbclient", "CI", "console"])
 def test_a_headless_background_run_runs_in_its_cell_saying_so(kernel, how):
     runs = kernel.ok("%agent_runs").stdout
     with ScriptedServer(Reply(responses_events(["in the cell"]))) as server:
@@ -214,11 +214,14 @@ def test_a_headless_background_run_runs_in_its_cell_saying_so(kernel, how):
             kernel.ok("os.environ['CI'] = 'true'")
             cell = kernel.run(code)
             kernel.ok("os.environ.pop('CI')")
+        elif how == "console":  # as jupyter console sends a cell: input, no cell id, no widgets
+            cell = kernel.submit(code, console=True).wait(30)
         else:  # as nbclient (papermill, nbconvert, nbval) sends a cell: no input, no cell id
             cell = kernel.submit(code, console=True, allow_stdin=False).wait(30)
     assert cell.status == "ok", cell.describe()
     assert cell.stdout.count("runs in the foreground here") == 1, cell.describe()
-    assert any("in the cell" in str(d.get("text/plain")) for d in cell.displays), cell.describe()
+    assert any("in the cell" in str(d.get("text/plain")) for d in cell.displays) or "in the cell" in cell.stdout, \
+        cell.describe()
     assert kernel.value("_agent.answer") == "in the cell"
     assert kernel.ok("%agent_runs").stdout == runs  # no background run was started
 

@@ -159,7 +159,7 @@ def test_no_widget_of_a_finished_run_is_left_open_after_each_of_20_runs(kernel: 
         assert opened <= closed, f"run {run} left {len(opened - closed)} widgets open"  # ...and all of it is closed
         assert kernel.value("len(_widgets) - _start") == 0  # nor does the kernel hold one
         (update,) = cell.of_type("update_display_data")  # the panel's display emptied, the record below it
-        assert update["content"]["data"] == {"text/plain": ""}
+        assert update["content"]["data"] == {}
         assert not any("widget-view" in key for d in cell.displays[1:] for key in d)
     assert set(endings) == {"complete", "hit_tool_call_cap", "aborted", "repeated_tool_call"}
 

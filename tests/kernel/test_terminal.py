@@ -101,9 +101,17 @@ def test_a_cell_waits_for_its_body_and_approvals_are_asked_on_the_terminal(termi
     child.sendline("n")
     shown = terminal.prompt()
     assert "agent: complete · 3 rounds · 2 tool calls · 1 call denied" in shown, shown
+    # where runs are saved is said once, before the first run's question (the terminal has no panel to say it)
+    assert re.search(r"agentkernel: runs are saved in \S*transcripts \(the newest \d+ kept; --no-transcript: none\)",
+                     asked), asked
     assert terminal.value("x") == "42"
     assert terminal.value(OUTPUTS) == repr(["(the code ran; no output and no value)",
                                              "denied: run_python has side effects and the user denied it"])
+    terminal.cell("m = twice()")
+    again = terminal.ask("%%agent -m m", "compute")
+    assert "runs are saved" not in again
+    terminal.child.sendline("a")
+    terminal.prompt()
 
 
 def test_all_this_run_and_a_note(terminal: Terminal):
@@ -189,6 +197,15 @@ def test_agent_undo_takes_back_the_variables_in_terminal_ipython(terminal: Termi
 def test_agent_serve_says_it_needs_a_jupyter_kernel(terminal: Terminal):
     shown = terminal.cell("%agent_serve")
     assert "UsageError" in shown and "%agent_serve needs a Jupyter kernel" in shown, shown
+
+
+def test_background_runs_in_the_foreground_in_terminal_ipython_saying_so(terminal: Terminal):
+    terminal.cell("hi = ScriptedModel(['hello there'])")
+    shown = terminal.cell("%agent --background -m hi greet me")
+    assert shown.count("--background runs in the foreground here: terminal IPython runs its event loop only while "
+                       "a cell runs") == 1, shown
+    assert "agent: complete" in shown and "hello there" in shown, shown
+    assert "no background runs" in terminal.cell("%agent_runs")
 
 
 def test_jupyter_console_asks_on_the_terminal_and_runs_on_y(tmp_path: Path):

@@ -1,6 +1,7 @@
 """The local-models page's examples run as written: each fenced ``%%agent`` example of
 ``docs/local-models.md``, against llama.cpp's server with SmolLM2-135M-Instruct (the page's "The model the tests
-use"), ends in an answer in a real kernel. Only ``PORT`` is filled in, with the port the server listens on."""
+use"), makes the tool call it is about and ends in an answer in a real kernel (issue 40: the page's example is
+honest). Only ``PORT`` is filled in, with the port the server listens on."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from llama_server import LlamaServer
 pytestmark = pytest.mark.realmodel
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "local-models.md"
-EXAMPLES = [block.strip() for block in re.findall(r"```\w*\n(%%agent .*?)```", PAGE.read_text(), re.S)]
+EXAMPLES = [match[1].strip() for match in re.findall(r"^(`{3,})\w*\n(%%agent .*?)^\1$", PAGE.read_text(), re.S | re.M)]
 
 
 def test_the_page_has_examples_to_run():
@@ -33,3 +34,7 @@ def test_each_example_on_the_page_ends_in_an_answer(example: str, idle_llama: Ll
         print(f"{took:.1f} s: {summary}")
         assert cell.status == "ok" and not cell.errors, cell.describe()
         assert kernel.value("(_agent.status, bool((_agent.answer or '').strip()))") == ["complete", True], summary
+        called = kernel.value("[(i['name'], i['arguments']) for i in _agent.history if i['type'] == 'function_call']")
+        outputs = kernel.value("[i['output'] for i in _agent.history if i['type'] == 'function_call_output']")
+        assert called and called[0] == ["read_file", '{"path": "notes.txt"}'], summary  # the example's call
+        assert outputs[0] == "hello", outputs

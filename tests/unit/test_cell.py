@@ -151,9 +151,9 @@ def test_an_awaited_cell_stores_the_result_in_agent_and_out_and_closes_its_panel
     assert isinstance(result, cell.CellResult) and result.status == "complete" and result.answer == "done"
     assert shell.user_ns["answer"] is result and result.tool_calls == 1
     assert runs[0].shown is None and not widgets_of(runs[0])  # the panel's display emptied, its widgets closed
-    assert displays.updates == [{"text/plain": cell.PANEL_TEXT}]
+    assert displays.updates == [cell.PANEL_LEFT] == [{}]  # left with no data: shown as nothing
     panel, record = displays.shown[:2]
-    assert cell.WIDGET_VIEW in panel and record["text/plain"].startswith("agent: complete")
+    assert set(panel) == {cell.WIDGET_VIEW} and record["text/plain"].startswith("agent: complete")
 
 
 def test_a_budget_stop_ends_the_cell_with_its_error_and_still_stores_the_result() -> None:
@@ -183,7 +183,7 @@ def test_a_loop_that_fails_leaves_no_live_panel_and_no_result(displays: Displays
         asyncio.run(cell_life())
     assert runs[0].shown is None and not widgets_of(runs[0])
     assert "_agent" not in shell.user_ns
-    assert displays.updates == [{"text/plain": cell.PANEL_TEXT}] and len(displays.shown) == 1  # no record
+    assert displays.updates == [cell.PANEL_LEFT] and len(displays.shown) == 1  # no record
 
 
 def test_exit_is_refused_during_the_run_and_restored_after() -> None:

@@ -344,3 +344,27 @@ def test_an_object_that_breaks_every_rule_is_named_and_the_rest_still_journaled(
     assert "rows (contents)" in outcome.restored and isinstance(namespace["bad"], Hostile)
     assert outcome.line() == ("restored 2 variables: bad (rebound), rows (contents); not restored: bad (a Hostile "
                               "that cannot be read: RuntimeError)")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_the_copies_never_exceed_the_budget_and_every_change_is_restored_or_named(data: Any) -> None:
+    budget = data.draw(st.integers(0, 64 * 1024), label="budget")
+    journals = Journals(budget=budget)
+    sizes = data.draw(st.lists(st.integers(1, 4096), min_size=1, max_size=6), label="float64s per array")
+    namespace: dict[str, Any] = {f"a{i}": np.zeros(n) for i, n in enumerate(sizes)}
+    originals = {name: value.copy() for name, value in namespace.items()}
+    runs = []
+    for r in range(data.draw(st.integers(1, 4), label="runs")):
+        journal = journals.run(f"run{r}")
+        runs.append(journal)
+        for _ in range(data.draw(st.integers(1, 3), label="calls")):
+            names = data.draw(st.lists(st.sampled_from(sorted(originals)), min_size=1, unique=True), label="touched")
+            run_code(journal, namespace, "\n".join(f"{name}[0] += 1" for name in names))
+            assert sum(j.kept for j in journals.runs.values()) <= budget
+    named: set[str] = set()
+    for journal in reversed(runs):  # newest first, as a user takes them back
+        outcome = journal.undo(namespace)  # a later run whose copy was dropped leaves its change: named as left
+        named |= {lost.split(" ", 1)[0] for lost in outcome.lost} | set(outcome.left)
+    for name, value in originals.items():
+        assert np.array_equal(namespace[name], value) or name in named, f"{name} changed and not named"

@@ -18,7 +18,7 @@ from ipywidgets.widgets.widget import _instances as alive_widgets
 from agentkernel import Call, ScriptedModel, StopSignal, run, tool
 from agentkernel.events import FunctionCallProgress, RoundStarted, ToolCallStarted
 from agentkernel.jupyter.panel import FOLDED_TITLES, LIVE_ENTRIES, Panel
-from agentkernel.jupyter.render import arguments_html, change_html
+from agentkernel.jupyter.render import arguments_html, change_html, render_text
 from agentkernel.tools import ToolCall
 from agentkernel.usage import Limits
 
@@ -192,6 +192,8 @@ def test_approvals_stay_until_answered_then_fold_and_close_their_widgets():
     assert counted and int(counted.group(1)) == int(counted.group(2)) + int(counted.group(3)), fold
     assert "approval: write · approved" in fold
     assert len(alive_widgets) - before <= 50
+    lines = render_text(result, panel.timeline).splitlines()  # the record says approval in words, not a bare "?"
+    assert "approval: write · approved" in lines and not [line for line in lines if line.startswith("?")]
 
 
 def test_deeply_nested_arguments_do_not_break_the_panel():

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentkernel.jupyter.kernel.undo import MAX_RUNS, ChangeLog, RunChanges, _outcome
+from agentkernel.jupyter.kernel.undo import MAX_RUNS, UNDO_MIME, ChangeLog, RunChanges, _outcome
 
 IDS = st.sampled_from(["a", "b", "c", "d", "zz", ""])
 
@@ -43,10 +43,13 @@ def test_the_log_keeps_what_was_not_taken_back_and_the_line_names_what_changed(a
         value = reply[key]
         return {str(i) for i in value} if isinstance(value, list) else set()
 
+    assert "\n" not in line  # one line, whatever the sources hold
+    if before and listed("missing") == before:  # none of its cells is in this notebook: the run is left undoable
+        assert set(run.cells) == before and line.startswith(f"did not undo run {run.run_id}: ")
+        return
     assert set(run.cells) == before - listed("removed") - listed("restored") - listed("missing")
     named = {str(item["cell_id"]) for item in reply["changed"] or [] if isinstance(item, dict)} & set(run.cells) \
         if isinstance(reply["changed"], list) else set()
-    assert "\n" not in line  # one line, whatever the sources hold
     assert line.startswith(f"undid run {run.run_id}: ") == (not named)
     for cell_id in named:
         assert f"cell {cell_id} (" in line
@@ -65,8 +68,10 @@ def test_an_edited_cell_keeps_what_it_was_before_the_runs_first_edit() -> None:
         {"cell_id": "n", "expected_source": "## Newer", "source": None},  # added: removed, whatever it became
     ]
     assert run.summary() == "2 cells: 1 added, 1 edited"
-    assert run.output()["text/plain"] == ("this run changed 2 cells: 1 added, 1 edited; %agent_undo r1 takes it back "
-                                          "while this kernel runs")
+    assert run.output().data["text/plain"] == ("this run changed 2 cells: 1 added, 1 edited; while this kernel runs, "
+                                               "%agent_undo takes back the newest run, %agent_undo RUN_ID this one "
+                                               "(_agent.run_id)")
+    assert run.output().metadata == {UNDO_MIME: {"run_id": "r1"}}
 
 
 def test_the_default_is_the_newest_run_with_changes_left_and_the_log_is_bounded() -> None:

@@ -99,13 +99,9 @@ class RunChanges:
         parts = [f"{count} {what}" for count, what in ((added, "added"), (len(self.cells) - added, "edited")) if count]
         return f"{len(self.cells)} cell{'s' * (len(self.cells) != 1)}: {', '.join(parts) or 'none'}"
 
-    def output(self) -> dict[str, Any]:
-        """The display bundle of the run's Undo button (the extension renders it; elsewhere the text shows)."""
-        return {
-            UNDO_MIME: {"run_id": self.run_id, "cells": len(self.cells)},
-            "text/plain": f"this run changed {self.summary()}; %agent_undo {self.run_id} takes it "
-                          "back while this kernel runs",
-        }
+    def output(self) -> UndoOutput:
+        """The run's Undo button (the extension renders it; elsewhere the text shows)."""
+        return UndoOutput.of(self.run_id, self.summary(), cells=len(self.cells))
 
 
 @dataclass(eq=False)
@@ -211,33 +207,34 @@ def undo_unawaited(shell: Any, line: str, why: str) -> str:
     return f"{said}; its cells were not: {cannot}" if run is not None else said
 
 
-def record_output(shell: Any, run_id: str, changes: RunChanges | None, *,
-                  plain: bool | None = None) -> dict[str, Any] | None:
-    """The display bundle of a finished run's Undo button (the extension renders it; elsewhere the text shows), when
-    the run changed cells or variables; else None. Where no notebook front end sent the cell (nbclient, a console,
-    a terminal) it is the text alone: no button can be clicked there, and a notebook run again (nbval) shows the
-    same text. ``plain``: whether it is the text alone (by default, as the running cell's request says)."""
-    from ..approvals import asks_on_terminal, headless_runner
+@dataclass(frozen=True)
+class UndoOutput:
+    """A finished run's Undo button as a display: ``data`` (what it changed, and a line for views without the
+    extension) and ``metadata`` (the run's id). The id is in the metadata because nbval compares every MIME type of
+    ``data``: a tested notebook's re-run, whose run id is new, must still compare equal."""
 
+    data: dict[str, Any]
+    metadata: dict[str, Any]
+
+    @classmethod
+    def of(cls, run_id: str, changed: str, *, cells: int, variables: int = 0) -> UndoOutput:
+        counts = {"cells": cells} | ({"variables": variables} if variables else {})
+        line = (f"this run changed {changed}; while this kernel runs, %agent_undo takes back the newest run, "
+                "%agent_undo RUN_ID this one (_agent.run_id)")
+        return cls({UNDO_MIME: counts, "text/plain": line}, {UNDO_MIME: {"run_id": run_id}})
+
+
+def record_output(shell: Any, run_id: str, changes: RunChanges | None) -> UndoOutput | None:
+    """A finished run's Undo button (the extension renders it; elsewhere the text shows), when the run changed cells
+    or variables; else None."""
     journal = journals_of(shell).runs.get(run_id)
     names = journal.names if journal is not None else 0
-    cells = changes is not None and bool(changes.cells)
+    cells = len(changes.cells) if changes is not None else 0
     if not cells and not names:
         return None
-    bundle: dict[str, Any] = changes.output() if changes is not None and cells else \
-        {UNDO_MIME: {"run_id": run_id, "cells": 0}}
-    if names:
-        bundle[UNDO_MIME]["variables"] = names
-        what = f"{changes.summary()} and " if changes is not None and cells else ""
-        # No run id in the text: a notebook run again (nbval) must show the same text
-        bundle["text/plain"] = (f"this run changed {what}{names} variable{'s' * (names != 1)}; while this kernel "
-                                "runs, %agent_undo takes back the newest run, %agent_undo RUN_ID this one "
-                                "(_agent.run_id)")
-    if plain is None:
-        plain = headless_runner(shell) is not None or asks_on_terminal(shell)
-    if plain:
-        return {"text/plain": bundle["text/plain"]}
-    return bundle
+    changed = [changes.summary()] if changes is not None and cells else []
+    changed += [f"{names} variable{'s' * (names != 1)}"] if names else []
+    return UndoOutput.of(run_id, " and ".join(changed), cells=cells, variables=names)
 
 
 def together(journal: Journal, outcome: Outcome, cells: str = "") -> str:
