@@ -1,4 +1,4 @@
-"""When a tool that touches the kernel may run: between the user's cells, one call at a time.
+"""When a tool that touches the kernel may run: between the user's cells, one run's calls at a time.
 
 A tool that reads or changes the notebook's namespace or its cells (``list_variables``, ``inspect_variable``,
 ``last_error``, ``run_python``, ``read_notebook``, ``add_cell``, ``edit_cell``, the user's ``@tool`` s unless marked
