@@ -231,6 +231,13 @@ class Listeners(list[Listener]):
         self.told: dict[int, Item] = {}  # the history's items as told, redacted (see redacted's memo)
         self.redactor: _Remembered | None = None  # the secret set they were redacted against
 
+    @classmethod
+    def of(cls, on_event: Listener | Iterable[Listener] | None, *last: Listener | None) -> Listeners:
+        """The listeners a caller gave (one, a list, or None), then ``last`` (those that are not None)."""
+        if callable(on_event) and not isinstance(on_event, list):
+            on_event = [on_event]
+        return cls([*(on_event or []), *(listener for listener in last if listener is not None)])
+
     def __call__(self, event: Event) -> None:
         event = redacted(event, self._secrets, self.told)
         for listener in self:

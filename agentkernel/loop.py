@@ -21,9 +21,10 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .briefing import Briefing
+from .committing import RunHistory
+from .compacting import Compactor
 from .endings import Trip
 from .events import (
-    ContextCompacted,
     ContextUpdated,
     Event,
     ItemCommitted,
@@ -40,11 +41,9 @@ from .events import (
 from .guards import GuardConfig, RunGuards
 from .instructions import Instruction
 from .listeners.transcript import open_transcript
-from .metering import OUTPUT_LIMIT_REASONS, Meter
+from .metering import Meter, truncation
 from .models.base import (
-    THINKING_KEY,
     ContextOverflowError,
-    FunctionCallEvent,
     GatewayBudgetError,
     Model,
     ModelError,
@@ -56,7 +55,7 @@ from .record import history as h
 from .record.context import CONTEXT_FRAME, ContextView, estimate
 from .result import LoopResult
 from .run_state import RunState
-from .secrets import KERNEL, MARKER_START
+from .secrets import KERNEL
 from .skills import Skills
 from .stop import StopSignal
 from .streaming import Response, stream_into
@@ -110,22 +109,21 @@ class AgentLoop:
         self.briefing = Briefing.of(system, instructions, skills, tools)
         self.tools = as_registry(self.briefing.tools)
         self.schemas = [t.schema() for t in self.tools.values()]  # the same for every request
-        self.history: list[h.Item] = h.repair_history(history or [])
-        # Has the model been shown a secret's marker? From then on the system prompt says what one is.
-        self.shows_secrets = any(_shows_secret(item) for item in self.history)
+        items = h.repair_history(history or [])
         # What each request carries: the history, compacted when it outgrows the window (see context.py).
         self.context = ContextView(
-            self.history, window=context_window, reserve=getattr(model, "max_output_tokens", None),
+            items, window=context_window, reserve=getattr(model, "max_output_tokens", None),
             fixed=estimate(self.briefing.system + CONTEXT_FRAME) + estimate(json.dumps(self.schemas)),
             read_only=lambda name: name not in self.tools or self.tools[name].read_only,
         )
-        self.call_ids = {item["call_id"] for item in self.history if item.get("type") == "function_call"}
+        self.record = RunHistory(items, self.context, lambda item: self.emit(ItemCommitted, item))
         self.limits = limits or Limits()
         self.guards = RunGuards(guards or GuardConfig())
         self.stop = stop or StopSignal()
         self.run_id = uuid.uuid4().hex[:12]
         self.transcript = open_transcript(transcript, self.run_id)
-        self.listeners = self._listeners(on_event)
+        # Everything that leaves the loop is an event told to these, redacted on the way (see events.py).
+        self.listeners = Listeners.of(on_event, self.transcript)
         self.runner = ToolRunner(self.tools, approve, run_id=self.run_id,
                                  on_start=lambda call: self.emit(ToolCallStarted, call),
                                  on_finish=lambda result: self.emit(ToolCallFinished, result))
@@ -137,35 +135,31 @@ class AgentLoop:
         if self.limits.max_cost and self.meter.price is None:
             raise no_price_error(model)
         self.state = RunState()
+        self.compactor = Compactor(self.context, self.state, self.guards, self.emit, limits=self.limits,
+                                   meter=self.meter, stream=self._stream, request=lambda items: ModelRequest(
+                                       self.system_prompt, items, self.schemas, purpose="summary"))
         self.result: LoopResult | None = None
         self.deadline: float | None = None
         self._timeout: asyncio.Timeout | None = None  # the run's: expires at the deadline, or at once on Stop
-
-    def _listeners(self, on_event: Listener | Iterable[Listener] | None) -> Listeners:
-        """Who hears the run: everything that leaves the loop is an event told to them, redacted on the way (see
-        events.py); the transcript last."""
-        if callable(on_event) and not isinstance(on_event, list):
-            on_event = [on_event]
-        listeners = Listeners(on_event or [])
-        if self.transcript is not None:
-            listeners.append(self.transcript)
-        return listeners
 
     @property
     def usage(self) -> Usage:
         """The run's usage so far."""
         return self.meter.usage
 
+    @property
+    def history(self) -> list[h.Item]:
+        """The run's history as committed so far."""
+        return self.record.items
+
     # -- the loop -------------------------------------------------------------------------------------------
 
     async def run(self, prompt: str | None = None) -> LoopResult:
         """Run until an ending; ``prompt`` (if given) is appended as the next user message.
 
-        Stop and the wall clock end the run through one ``asyncio.timeout`` around it: the deadline is its time,
-        and Stop makes it expire at once. Either cancels the task where it waits (a model request is disconnected,
-        a tool round's unfinished calls are abandoned), and the run ends ``aborted`` or ``hit_wall_clock`` with
-        everything committed so far; a cancellation from anyone else still propagates.
-        """
+        Stop and the wall clock end the run through one ``asyncio.timeout`` around it (its deadline; Stop makes it
+        expire at once), cancelling the task where it waits: the run ends ``aborted`` or ``hit_wall_clock`` with
+        everything committed so far; a cancellation from anyone else still propagates."""
         loop = asyncio.get_running_loop()
         if self.limits.max_seconds:
             self.deadline = time.monotonic() + self.limits.max_seconds
@@ -185,7 +179,7 @@ class AgentLoop:
         except asyncio.CancelledError:
             # Cancelled from outside, maybe mid-commit: the only way the history can break its invariant.
             if h.history_problems(self.history):
-                self.history = h.repair_history(self.history)
+                self.record.items = h.repair_history(self.history)
             self._finish(Trip("aborted", "the run was cancelled"))
             raise
         finally:
@@ -194,8 +188,7 @@ class AgentLoop:
             self.runner.close()
         return self._finish(trip)
 
-    def _cut(self) -> None:
-        """The stop signal was set: the run's timeout expires now."""
+    def _cut(self) -> None:  # the stop signal was set: the run's timeout expires now
         if self._timeout is not None and not self._timeout.expired():
             self._timeout.reschedule(asyncio.get_running_loop().time())
 
@@ -205,7 +198,7 @@ class AgentLoop:
             with contextlib.suppress(Exception):  # a model that cannot say: the window is learned from an overflow
                 self.context.window = await discover()
         if prompt:
-            self.commit(h.user_message(prompt))
+            self.record.commit(h.user_message(prompt))
         return await self._rounds()
 
     async def _rounds(self) -> Trip:
@@ -233,7 +226,7 @@ class AgentLoop:
                 raise
             except ContextOverflowError as e:
                 self.state.rounds -= 1  # the request was refused, not answered: the round is tried again
-                if trip := await self._overflowed(e):
+                if trip := await self.compactor.overflowed(e):
                     return trip
                 continue
             except GatewayBudgetError as e:
@@ -250,7 +243,7 @@ class AgentLoop:
             return trip
         if trip := self.limits.check_before_request(self.usage):
             return trip
-        if self.context.needs_compaction() and (trip := await self._compact("high water")):
+        if self.context.needs_compaction() and (trip := await self.compactor.compact("high water")):
             return trip
         return self.meter.cost_cap(lambda: self.context.fill)
 
@@ -258,7 +251,7 @@ class AgentLoop:
         """Commit a turn's response and run its calls: a trip when the run ends here, else None (the next round)."""
         self.state.overflows = 0
         answer = self._commit_text(response.text)
-        calls = [self._commit_call(event) for event in response.calls]
+        calls = [self.record.call(event, self.streaming.thinking) for event in response.calls]
         if response.truncated:
             return self._truncated(response.truncated, bool(answer.strip()), calls, self.meter.budget_cut(cap))
         if trip := self.limits.check_tokens(self.usage):
@@ -273,14 +266,9 @@ class AgentLoop:
 
     @property
     def system_prompt(self) -> str:
-        """The system prompt as sent: once the view has been compacted, it tells the model how (``CONTEXT_FRAME``).
-
-        Not before: a run that never compacts sends the system prompt it was given, so its prompt (and a server's
-        cache of it, and a recorded cassette) is what it would be without a window. Likewise, once the history shows
-        the model a secret's marker (``[secret $NAME]``, see :mod:`agentkernel.secrets`) the prompt says
-        what one is (``SECRETS_FRAME``); a run that shows none sends its prompt unchanged.
-        """
-        return self.briefing.as_sent(compacted=bool(self.state.compactions), shows_secrets=self.shows_secrets)
+        """The system prompt as sent: as given until the view is compacted or the history shows the model a secret's
+        marker (:meth:`~agentkernel.briefing.Briefing.as_sent` says how it changes then)."""
+        return self.briefing.as_sent(compacted=bool(self.state.compactions), shows_secrets=self.record.shows_secrets)
 
     async def _sample(self, cap: int | None = None) -> Response:
         self.context.sent()
@@ -306,8 +294,7 @@ class AgentLoop:
         return response
 
     def _heard_text(self, piece: str) -> None:
-        """A turn's text piece: told to the listeners (validated; the history gets the joined text) and fed to the
-        text-loop guard, which cuts the response by raising."""
+        """A turn's text piece: told to the listeners, and fed to the text-loop guard, which cuts it by raising."""
         if self.listeners:
             self.emit(TextDelta, valid_text(piece))
         if trip := self.guards.text_loop.feed(piece):  # cut: the text so far is committed
@@ -319,70 +306,18 @@ class AgentLoop:
         self.emit(UsageUpdated, self.usage, event, request.purpose,
                   response.truncated or ("tool_calls" if response.calls else "stop"))
 
-    # -- the context window -----------------------------------------------------------------------------------
-
-    async def _overflowed(self, error: ContextOverflowError) -> Trip | None:
-        """The server refused a request as too long: learn the window from what it said, compact, and retry; end
-        the run when compacting twice in a row did not make the request fit."""
-        self.state.overflows += 1
-        self.context.learn(error.window, error.prompt_tokens)
-        if self.state.overflows > 2:
-            return Trip("context_overflow", f"the server still refused the request as too long after "
-                        f"{self.state.overflows - 1} compactions in a row: {error}")
-        return await self._compact("overflow")
-
-    async def _compact(self, reason: str) -> Trip | None:
-        """Compact the view (see :meth:`ContextView.compact`); a trip when it still cannot fit or Stop came."""
-        compaction = await self.context.compact(self._summarize, reason)
-        self.state.compactions.append(compaction)
-        for call_id in compaction.elided:
-            self.guards.forgive(call_id)
-        self.emit(ContextCompacted, compaction)
-        self.emit(ContextUpdated, compaction.tokens_after, self.context.window)
-        if not compaction.fits:
-            return Trip("context_overflow", (
-                f"even compacted, the request needs about {compaction.tokens_after:,} tokens and "
-                f"{self.context.usable:,} fit ({self.context.window:,}-token window less {self.context.reserve:,} "
-                "for the answer): the system prompt, the tools and the last turn alone are too long"))
-        return None
-
-    async def _summarize(self, items: list[h.Item]) -> str | None:
-        """Ask the model for a note on ``items`` (compaction's second stage); ``None`` when it cannot be had.
-
-        The request counts towards the budgets like any other; past them, or on a model error, there is no note.
-        """
-        if self.limits.check_before_request(self.usage):
-            return None
-        request = ModelRequest(self.system_prompt, items, self.schemas, purpose="summary")
-        cap = self.meter.cost_cap(lambda: self.meter.request_tokens(request))
-        if isinstance(cap, Trip):
-            return None
-        request.max_output_tokens = cap
-        try:
-            response = await self._stream(request)
-        except ModelError:
-            return None
-        return valid_text(response.text)
-
     # -- endings and tool rounds ------------------------------------------------------------------------------
 
     def _truncated(self, reason: str, had_text: bool, calls: list[ToolCall], budget: bool = False) -> Trip:
         """End the run on a response the server cut short: its calls may be incomplete, so none of them runs.
 
         ``budget``: the output cap was the cost budget's, so the run ends as ``hit_cost_cap``."""
-        why = f"the server cut the model's response short ({reason})"
-        if reason in OUTPUT_LIMIT_REASONS:  # whose cap was it: this run's max_output_tokens, or the server's own
-            cap = getattr(self.model, "max_output_tokens", None)
-            why = (f"the model's response reached this run's cap of {cap} output tokens (--max-output-tokens {cap}; "
-                   f"raise it, or leave it out for the server's own limit) ({reason})" if cap else
-                   f"{why}: its own output limit (this run set no --max-output-tokens)")
+        why = truncation(reason, getattr(self.model, "max_output_tokens", None))
         self._commit_results(self.runner.unfinished(calls, f"not run: {why}", "not_run"))
-        kept = "; the text that arrived is kept" if had_text else ""
-        skipped = f"; {len(calls)} tool call{'s' * (len(calls) != 1)} not run" if calls else ""
-        if budget:
-            trip = self.limits.cost_trip(self.usage)
-            return Trip(trip.status, trip.detail + kept + skipped)
-        return Trip("truncated", why + kept + skipped)
+        tail = ("; the text that arrived is kept" if had_text else "") + (
+            f"; {len(calls)} tool call{'s' * (len(calls) != 1)} not run" if calls else "")
+        trip = self.limits.cost_trip(self.usage) if budget else Trip("truncated", why)
+        return Trip(trip.status, trip.detail + tail)
 
     def _stopped(self) -> Trip | None:
         """The ending if Stop or the wall clock came: checked between awaits (the run's timeout cuts an await, unless
@@ -416,44 +351,17 @@ class AgentLoop:
 
     # -- committing ------------------------------------------------------------------------------------------
 
-    def commit(self, item: h.Item) -> None:
-        item = h.valid_item(item)
-        self.shows_secrets = self.shows_secrets or _shows_secret(item)
-        self.history.append(item)
-        self.context.append(item)
-        self.emit(ItemCommitted, item)
-
-    def _turn_item(self, item: h.Item) -> h.Item:
-        """The turn's first item carries the :class:`Thinking` blocks its response streamed (if any)."""
-        if self.streaming.thinking:
-            item[THINKING_KEY], self.streaming.thinking = self.streaming.thinking, []
-        return item
-
-    def _commit_call(self, event: FunctionCallEvent) -> ToolCall:
-        """Commit a requested call under its final call_id: a model (or server) that leaves a call_id empty or
-        reuses one would break the call/output matching."""
-        call_id = valid_text(event.call_id)
-        base, n = call_id or "call", len(self.history)
-        while not call_id or call_id in self.call_ids:
-            call_id, n = f"{base}_{n}", n + 1
-        self.call_ids.add(call_id)
-        call = ToolCall(call_id, valid_text(event.name), valid_text(event.arguments))
-        self.commit(self._turn_item(h.function_call(call.call_id, call.name, call.arguments)))
-        return call
-
     def _commit_text(self, text: str) -> str:
         """Commit a message's text (if any); return it as committed."""
-        text = valid_text(text)
+        text = self.record.text(text, self.streaming.thinking)
         if text:
-            self.commit(self._turn_item(h.assistant_message(text)))
             self.state.last_text = text
             self.emit(MessageDone, text)
         return text
 
     def _commit_results(self, results: list[ToolResult]) -> None:
-        """Append each call's output, in request order."""
-        for r in results:
-            self.commit(h.function_call_output(r.call_id, r.output, synthetic=r.synthetic, images=list(r.images)))
+        """Append each call's output, in request order, and count them."""
+        self.record.results(results)
         self.state.tally(results)
 
     def _finish(self, trip: Trip) -> LoopResult:
@@ -467,12 +375,6 @@ class AgentLoop:
         """Tell the listeners (if any) ``kind(*fields)``; the event is only built when someone listens."""
         if self.listeners:
             self.listeners(kind(*fields))
-
-
-def _shows_secret(item: h.Item) -> bool:
-    """Whether a user message or a tool output shows the model a secret's marker."""
-    text = item.get("output") if item.get("type") == "function_call_output" else item.get("content")
-    return isinstance(text, str) and MARKER_START in text
 
 
 async def run(prompt: str | None, *, model: Model, **options: Any) -> LoopResult:

@@ -104,3 +104,16 @@ class Meter:
         """Whether an output cap of ``cap`` was the cost budget's (lower than the model's own)."""
         own = getattr(self.model, "max_output_tokens", None)
         return cap is not None and (own is None or cap < own)
+
+
+def truncation(reason: str, cap: int | None) -> str:
+    """Why the server cut a response short, naming whose output cap it was (``cap``: this run's
+    ``--max-output-tokens``, None: the server's own) when ``reason`` is an output cap's."""
+    why = f"the server cut the model's response short ({reason})"
+    if reason not in OUTPUT_LIMIT_REASONS:
+        return why
+    if cap:
+        return (f"the model's response reached this run's cap of {cap} output tokens (--max-output-tokens {cap}; "
+                f"raise it, or leave it out for the server's own limit) ({reason})")
+    return f"{why}: its own output limit (this run set no --max-output-tokens)"
+
