@@ -1,4 +1,4 @@
-"""When a tool that touches the kernel may run: between the user's cells, one call at a time.
+"""When a tool that touches the kernel may run: between the user's cells, one run's calls at a time.
 
 A tool that reads or changes the notebook's namespace or its cells (``list_variables``, ``inspect_variable``,
 ``last_error``, ``run_python``, ``read_notebook``, ``add_cell``, ``edit_cell``, the user's ``@tool`` s unless marked
@@ -11,7 +11,8 @@ or served session asks it for a turn through a :class:`RunTurns`
 - a background run's or a served session's call waits until no cell of the user's runs, then runs before the next
   one (the kernel handles the next ``execute_request`` only when the loop gets to it, after the call has started);
 - a foreground ``%%agent`` run is the running cell's own: its calls do not wait for their own cell;
-- all of them take one lock, so two calls that touch the kernel never run at once.
+- one run holds the turn at a time: the calls of one round of one run run side by side, as they always did (a
+  model's parallel calls), but never beside another run's or session's calls.
 
 A cell that waits for agent work (``%agent_wait``) lends the kernel meanwhile (:meth:`KernelScheduler.lent`).
 File tools and MCP tools (``anytime``) run at any time. **Limit**: a cell the user starts while such a call already
@@ -53,9 +54,11 @@ class KernelScheduler:
         """The running cell's execution count (None between cells)."""
         self.lending = 0
         """Cells that lend the kernel while they wait for agent work (``%agent_wait``)."""
-        self.lock = asyncio.Lock()
-        self.holder = ""
-        """The tool whose call holds the turn ("" while none does)."""
+        self.owner: RunTurns | None = None
+        """The run or session whose calls hold the turn (None while none does)."""
+        self.holders: list[str] = []
+        """The tools whose calls hold the turn."""
+        self._refusing = contextlib.ExitStack()
         self._wake = asyncio.Event()
         self.events = getattr(shell, "events", None)  # None: a shell without cells (a test's), never running one
         if self.events is not None:
@@ -106,40 +109,47 @@ class KernelScheduler:
         self.cell = None
         self._changed()
 
+    @property
+    def busy(self) -> bool:
+        """Whether a call holds the turn."""
+        return self.owner is not None
+
+    def _may_run(self, turns: RunTurns) -> bool:
+        return (turns.own_cell or not self.cell_runs) and (self.owner is None or self.owner is turns)
+
     @contextlib.asynccontextmanager
     async def turn(self, turns: RunTurns, call: ToolCall) -> AsyncIterator[None]:
         """Wait until ``turns`` may run a call that touches the kernel, and hold the turn while it runs."""
-        while True:
-            if turns.own_cell or not self.cell_runs:
-                if not self.lock.locked():
-                    await self.lock.acquire()
-                    if turns.own_cell or not self.cell_runs:
-                        break
-                    self.lock.release()  # a cell started while the lock was being taken: wait for it
+        while not self._may_run(turns):
             turns.wait(self.why_waiting(turns))
             try:
                 await self._wake.wait()
             finally:
                 turns.wait("")
-        self.holder = call.name
+        if self.owner is None:
+            self.owner = turns
+            if not turns.own_cell:
+                # Between the user's cells, exit() in a tool or the code it runs must not end the kernel (a
+                # foreground run's cell refuses it for the run's length, see exits.py); once for all the holders
+                self._refusing.enter_context(exit_refused(self.shell))
+        self.holders.append(call.name)
         try:
-            # Between the user's cells, exit() in a tool or the code it runs must not end the kernel (a foreground
-            # run's cell refuses it for the run's length, see exits.py).
-            with contextlib.nullcontext() if turns.own_cell else exit_refused(self.shell):
-                yield
+            yield
         finally:
-            self.holder = ""
-            self.lock.release()
+            self.holders.remove(call.name)
+            if not self.holders:
+                self.owner = None
+                self._refusing.close()
             self._changed()
 
     def why_waiting(self, turns: RunTurns) -> str:
         """What a call of ``turns`` waits for, as the panel says it."""
         if not turns.own_cell and self.cell_runs:
             return f"waiting for cell [{self.cell}] to finish" if self.cell else "waiting for the cell to finish"
-        return f"waiting for {self.holder} to finish" if self.holder else "waiting for the kernel"
+        return f"waiting for {self.holders[0]} to finish" if self.holders else "waiting for the kernel"
 
 
-@dataclass
+@dataclass(eq=False)  # one per run: compared by identity
 class RunTurns:
     """One run's or served session's way to the kernel's turn (an :class:`agentkernel.tools.runner.Turns`).
 
