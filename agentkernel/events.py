@@ -243,6 +243,13 @@ class Listeners(list[Listener]):
         for listener in self:
             listener(event)
 
+    def told_result(self, result: LoopResult) -> LoopResult:
+        """``result`` as these listeners are told it as the run ends (:func:`redacted_result`), reusing the history
+        items they were already told redacted (a long run's history is not redacted twice)."""
+        finished = redacted(RunFinished(result), self._secrets, self.told)
+        assert isinstance(finished, RunFinished)
+        return finished.result
+
     def _secrets(self) -> _Remembered:
         secrets = KERNEL.current
         if self.redactor is None or secrets is not self.redactor.secrets:  # a new secret: redact everything afresh

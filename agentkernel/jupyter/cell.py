@@ -451,9 +451,7 @@ def interrupt_stops(state: KernelState, run: CellRun) -> Iterator[None]:
 def publish(state: KernelState, run: CellRun, result: LoopResult) -> CellResult:
     """``result`` made the cell's :class:`CellResult`, stored in ``_agent`` (and in ``--out``'s name); it holds
     markers, as every view of the run does."""
-    from ..events import redacted_result
-
-    result = redacted_result(result)  # _agent holds markers, as every view of the run does
+    result = run.loop.listeners.told_result(result)  # _agent holds markers, as every view of the run does
     published = CellResult(**{f.name: getattr(result, f.name) for f in fields(LoopResult)},
                            executed_code=[KERNEL.current.redact(code) for code in run.kernel.executed_code])
     state.user_ns["_agent"] = published

@@ -26,7 +26,7 @@ from typing import Any, TextIO
 from pydantic import create_model
 
 from .._version import __version__
-from ..errors import AgentConfigError
+from ..errors import AgentConfigError, describe_error
 from ..extras import missing, needs
 from ..record.images import images_for_model
 from ..secrets import current
@@ -144,7 +144,7 @@ class MCPServer:
             await self._shutdown()
             raise
         except Exception as e:
-            problem = f"could not start: {_describe(e)}"
+            problem = f"could not start: {describe_error(e)}"
         await self._shutdown()
         # Raised outside the handler: an error whose context is the SDK's exception group is shown by IPython as a
         # full traceback, whatever its own rendering.
@@ -176,9 +176,9 @@ class MCPServer:
             raise
         except BaseException as e:  # noqa: BLE001 - reported to the starter, or kept as why the server ended
             if not ready.done():
-                ready.set_exception(e if isinstance(e, Exception) else RuntimeError(_describe(e)))
+                ready.set_exception(e if isinstance(e, Exception) else RuntimeError(describe_error(e)))
             else:
-                self.ended = _describe(e)
+                self.ended = describe_error(e)
 
     async def _transport(self, stack: contextlib.AsyncExitStack, log: TextIO) -> Any:
         entry = self.entry
@@ -237,7 +237,7 @@ class MCPServer:
         except ValidationError as e:
             raise MCPToolError(f"MCP server {self.name!r} sent a result that is not MCP: {e}") from None
         except OSError as e:  # an HTTP server that went away
-            self.ended = _describe(e)
+            self.ended = describe_error(e)
             raise MCPToolError(self._gone()) from None
 
     async def prompts(self) -> list[Any]:
@@ -382,11 +382,6 @@ async def _all_tools(client: Any) -> list[Any]:
     return tools
 
 
-def _describe(error: BaseException) -> str:
-    while isinstance(error, BaseExceptionGroup) and error.exceptions:  # anyio's task groups wrap what failed
-        error = error.exceptions[0]
-    text = str(error)
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def find_command(command: str, path: str | None = None) -> str:

@@ -30,8 +30,6 @@ if TYPE_CHECKING:
 
 HOST = "127.0.0.1"
 PATH = "/mcp"
-DESTRUCTIVE = frozenset({"run_python", "edit_cell"})
-"""Side-effecting built-in tools that may change or remove what is there (``add_cell`` only adds)."""
 
 
 def annotations_of(tool: Tool) -> dict[str, Any]:

@@ -28,7 +28,6 @@ from .provider import LOCAL_PLACEHOLDER_KEY, Provider, same_url
 RETRIED_STATUSES = (408, 409, 429)
 """With 5xx, the statuses both SDKs retry (unless the server says ``x-should-retry: false``)."""
 
-C = TypeVar("C")
 S = TypeVar("S")
 
 

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
+from ..errors import describe_error
 from ..secrets import KERNEL
 from ..text import cut, valid_text
 from .base import (
@@ -241,7 +242,7 @@ class ToolRunner:
             # Something inside the tool was cancelled, not the tool: that is the tool's own failure.
             return "error", f"error: {call.name} was cancelled"
         except TOOL_FAULTS as e:  # a tool's own failure is the model's to see, not the loop's to raise
-            text = f"error: {_describe(e)}"
+            text = f"error: {describe_error(e)}"
             return "error", ToolOutput(text, displays=list(e.displays)) if isinstance(e, ToolError) else text
 
     async def _denial(self, call: ToolCall, tool: Tool) -> str | None:
@@ -257,7 +258,7 @@ class ToolRunner:
             if inspect.isawaitable(verdict):
                 verdict = await verdict
         except TOOL_FAULTS as e:
-            return f"{why} the approval failed ({_describe(e)})"
+            return f"{why} the approval failed ({describe_error(e)})"
         if isinstance(verdict, Decision):
             if verdict.approve is True:
                 if verdict.for_run:
@@ -274,7 +275,3 @@ class ToolRunner:
             return None
         return f"{why} the user denied it" if verdict is False else f"{why} the approver answered {verdict!r}, not True"
 
-def _describe(error: BaseException) -> str:
-    if isinstance(error, SystemExit):
-        return f"SystemExit({error.code!r}): the tool tried to end the process"
-    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__

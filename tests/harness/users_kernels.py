@@ -7,7 +7,9 @@ the cell for users. This plugin keeps the variable out of the environment altoge
 nbclient, papermill, nbval, nbmake, nbconvert, the browser suite's Jupyter servers) can inherit it.
 
 The repository's ``conftest.py`` loads it, and names it in ``PYTEST_PLUGINS`` (with this folder on ``PYTHONPATH``)
-so that a pytest the tests start in a temporary folder (nbval, nbmake) loads it too.
+so that a pytest the tests start in a temporary folder (nbval, nbmake) loads it too. A test that starts pytest
+therefore adds to ``PYTHONPATH`` and never replaces it: without this folder the child's pytest cannot import the
+plugin ``PYTEST_PLUGINS`` names and stops ("No module named users_kernels").
 ``tests/kernel/test_users_kernel.py`` fails if any of this regresses.
 """
 

@@ -104,7 +104,10 @@ def test_the_readme_checkpoint_command_runs_the_three_tests():
     for words in ([], ["-k", "repeated"]):
         result = subprocess.run([sys.executable, *command.split()[1:], "-q", "-p", "no:cacheprovider", *words],
                                 cwd=REPO, capture_output=True, text=True, timeout=300,
-                                env={**os.environ, "PYTHONPATH": str(REPO)})
+                                # this checkout first, and the rest kept: the harness's folder is on it, for the
+                                # plugin PYTEST_PLUGINS names (tests/harness/users_kernels.py)
+                                env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                    filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))})
         assert result.returncode == 0, result.stdout[-2000:]
         assert f"{3 if not words else 1} passed" in result.stdout, result.stdout[-2000:]
 

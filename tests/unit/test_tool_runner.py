@@ -90,8 +90,9 @@ def test_the_panel_and_the_record_show_a_results_displays_from_the_event_alone()
         panel(event)  # the panel hands each event to its timeline
     (section,) = panel.body.children
     assert section.titles[0] == 'plot(title="t") · ok · 0.50 s'
-    shown = section.children[0].children[1]  # below the section's text
-    assert shown.outputs == ({"output_type": "display_data", "data": PNG, "metadata": {"title": "t"}},)
+    (detail,) = section.children  # the section's text, then the display's figure inline (not its other parts)
+    figure = f'<img src="data:image/png;base64,{PNG["image/png"]}" alt="&lt;a figure&gt;">'
+    assert "drew t" in detail.value and detail.value.endswith(f"{figure}</p></div>")
     (entry,) = record.entries
     assert entry.result is done and entry.images == [Display(PNG, {"title": "t"})]
 

@@ -39,7 +39,6 @@ from .undo import journals_of
 
 RUN_PYTHON_TIMEOUT = 300.0
 """Seconds a run_python call may take before it is stopped like an aborted one."""
-"""Images one run_python call sends the model; the placeholders of the others say they were not sent."""
 MAX_VARIABLES = 300
 MAX_CELLS = 50
 CELL_INPUT_CHARS = 3000
@@ -282,7 +281,3 @@ class KernelTools:
             text += f"\n\nthe cell that raised it, In [{number}]:\n{shown}"
         return text
 
-
-def kernel_tools(shell: Any) -> list[Tool]:
-    """The kernel tools bound to ``shell`` (see :class:`KernelTools` for the executed code and rich outputs)."""
-    return KernelTools(shell).tools
