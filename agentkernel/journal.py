@@ -615,7 +615,7 @@ class Journal:
         return size <= self.owner.room() - used or size <= self.owner.make_room(self, size + used) - used
 
     def _over(self, name: str, size: int) -> str:
-        return f"{name} ({_mb(size)}, over the {_mb(self.owner.budget)} budget: not copied)"
+        return f"{name} ({size_text(size)}, over the {size_text(self.owner.budget)} budget: not copied)"
 
     def after_call(self, namespace: dict[str, Any], call: Call) -> list[Change]:
         """After the code ran: the names it changed (kept in the journal), in the order the code names them."""
@@ -735,7 +735,8 @@ class Journal:
         return outcome
 
 
-def _mb(size: int) -> str:
+def size_text(size: int) -> str:
+    """``size`` bytes as a line says it: ``12 MB``, ``3 KB``."""
     return f"{size / 2**20:,.0f} MB" if size >= 2**20 else f"{size / 1024:,.0f} KB"
 
 
@@ -754,6 +755,17 @@ class Journals:
             while len(self.runs) > MAX_RUNS:
                 self.runs.popitem(last=False)
         return journal
+
+    def forget(self, run_id: str = "") -> list[Journal]:
+        """Forget the journal of ``run_id`` (by default every run's): what it kept alive (the old objects of the names
+        it rebound or deleted, the copies of what it changed in place) is let go, and it can no longer be undone.
+        The journals forgotten."""
+        if not run_id:
+            forgotten = list(self.runs.values())
+            self.runs.clear()
+            return forgotten
+        journal = self.runs.pop(run_id, None)
+        return [journal] if journal is not None else []
 
     def room(self) -> int:
         """Bytes of copies that can still be kept without dropping any."""
