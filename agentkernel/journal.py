@@ -113,7 +113,12 @@ def reach(code: str | Iterable[types.CodeType]) -> Reach:
             code = [compile(code, "<code>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)]
         except (SyntaxError, ValueError):
             return Reach(frozenset())
-    todo = list(code)
+    return _reach(tuple(code))
+
+
+@functools.lru_cache(maxsize=256)  # code objects compare by what they do (not their file name): an agent's code
+def _reach(codes: tuple[types.CodeType, ...]) -> Reach:  # that runs again, compiled again, is read once
+    todo = list(codes)
     if len(todo) == 1 and not any(isinstance(c, types.CodeType) or c == ("*",) for c in todo[0].co_consts):
         plain = todo[0].co_names  # the common case: one piece of code, nothing nested
         return Reach(frozenset(plain), plain, _dynamic(frozenset(plain)))
@@ -211,6 +216,7 @@ def _code_names(code: types.CodeType) -> frozenset[str]:
 _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), range, type(Ellipsis), slice)
 _SCALARS = frozenset({int, float, complex, str, bytes, bool, type(None)})
 _CONTAINERS = frozenset({list, dict, set, tuple, frozenset, deque, bytearray})
+_FLAT = frozenset({list, dict, set, bytearray})
 _CODE = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType, type,
          types.MethodWrapperType, types.WrapperDescriptorType)
 _UNCOPYABLE: tuple[tuple[type, str], ...] = (
@@ -333,6 +339,9 @@ def snapshot(value: Any) -> tuple[Any, Hashable | None, int]:
     except Exception:
         duplicate = copy.deepcopy(value)
         return duplicate, None, max(estimate_size(value), estimate_size(duplicate))
+    if type(value) in _FLAT and len(value) <= 16 and all(  # a small flat container: its shallow copy is a deep one
+            type(item) in _SCALARS for item in (value.values() if type(value) is dict else value)):
+        return value.copy(), _digest(value, data, buffers), len(data)
     copies = [bytearray(raw) for raw in buffers]
     try:
         duplicate = pickle.loads(data, buffers=copies)
@@ -497,11 +506,9 @@ class Journal:
     born: float = field(default_factory=time.monotonic)
     epoch: object = None
     """The ``epoch`` of the last call (see :meth:`before`)."""
-
-    @property
-    def kept(self) -> int:
-        """Bytes of copies this run keeps."""
-        return sum(s.size for s in self.saved.values() if not s.dropped)
+    kept: int = 0
+    """Bytes of copies this run keeps (the sizes of its :attr:`saved` copies not dropped), kept up to date where
+    :attr:`saved` changes, since the budget is checked before every copy of every call."""
 
     @property
     def names(self) -> int:
@@ -604,6 +611,7 @@ class Journal:
                 continue
             names = [name for name in call.reach.names if call.bindings.get(name, MISSING) is obj]
             self.saved[ident] = Saved(obj, duplicate, size, names, print_after)
+            self.kept += size
             changes.update((name, "in place") for name in names if namespace.get(name, MISSING) is obj)
         reached = {id(call.bindings[name]) for name in call.reach.names} if self.saved else set()
         for ident in reached - call.copies.keys():  # changed in place in an earlier call: again in this one?
@@ -670,6 +678,7 @@ class Journal:
                         self.bindings[name] = saved_copies[name] = saved.copy
                         done.setdefault(name, []).append("a copy: not restorable in place")
             del self.saved[ident]
+            self.kept -= 0 if saved.dropped else saved.size
         for name, before in list(self.bindings.items()):
             if name in left:
                 continue
@@ -726,11 +735,12 @@ class Journals:
     def make_room(self, journal: Journal, size: int) -> int:
         """Drop the oldest other runs' copies until ``size`` bytes fit (or none are left); the room there is. A copy
         is only dropped if dropping all of them would make enough room (else none is)."""
-        others = [s for j in self.runs.values() if j is not journal for s in j.saved.values() if not s.dropped]
-        if self.room() + sum(s.size for s in others) < size:
+        others = [(j, s) for j in self.runs.values() if j is not journal for s in j.saved.values() if not s.dropped]
+        if self.room() + sum(s.size for _, s in others) < size:
             return self.room()
-        for saved in others:
+        for owner, saved in others:
             if self.room() >= size:
                 break
             saved.dropped, saved.copy = True, None
+            owner.kept -= saved.size
         return self.room()

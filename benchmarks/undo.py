@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import statistics
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -43,31 +44,42 @@ def nothing(code: str, run_id: str, changed: list[Any]) -> Iterator[None]:
     yield
 
 
-async def best(tools: KernelTools, code: str, journal: bool, repeats: int, fresh: bool) -> list[float]:
-    times = []
-    for i in range(repeats):
-        ctx = ToolContext("call", "run_python", run_id=f"bench{i}" if fresh else "bench")
-        if not journal:
-            tools.journaled = nothing  # type: ignore[assignment,method-assign]
-        start = time.perf_counter()
+async def timed(tools: KernelTools, code: str, journal: bool, run_id: str) -> tuple[float, float]:
+    """One call's CPU time (all the process's threads: the code runs in a worker) and wall time."""
+    ctx = ToolContext("call", "run_python", run_id=run_id)
+    if not journal:
+        tools.journaled = nothing  # type: ignore[assignment,method-assign]
+    try:
+        cpu, wall = time.process_time(), time.perf_counter()
         await tools.run_python(code, ctx)
-        times.append(time.perf_counter() - start)
+        return time.process_time() - cpu, time.perf_counter() - wall
+    finally:
         if not journal:
             del tools.journaled
-    return times
 
 
-async def compare(tools: KernelTools, code: str, rounds: int = 15, repeats: int = 20,
-                  fresh: bool = False) -> tuple[float, float]:
-    """The best time of ``code`` with and without the journal, the two alternating in rounds. ``fresh``: each call
-    is the first of its run (its objects are copied); else the calls of a round are one run (copied once)."""
-    with_journal: list[float] = []
-    without: list[float] = []
-    for _ in range(rounds):
-        without += await best(tools, code, False, repeats, fresh)
-        with_journal += await best(tools, code, True, repeats, fresh)
+async def compare(tools: KernelTools, code: str, rounds: int = 21, repeats: int = 30,
+                  fresh: bool = False) -> tuple[float, float, float, float]:
+    """``code`` with and without the journal: the median CPU times of each, the median over rounds of the ratio of a
+    round's median CPU times, and the same ratio of wall times. In a round the two alternate call by call (which
+    goes first alternating too), so that a burst of load weighs on both. ``fresh``: each call is the first of its
+    run (its objects are copied); else a round's calls are one run (copied by its first call)."""
+    cpu: dict[bool, list[float]] = {True: [], False: []}
+    ratios, wall_ratios = [], []
+    for r in range(rounds):
+        times: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
+        for i in range(repeats):
+            for journal in ((True, False) if (r + i) % 2 else (False, True)):
+                times[journal].append(await timed(tools, code, journal, f"bench{r}.{i}" if fresh else f"bench{r}"))
+        with_cpu, with_wall, base_cpu, base_wall = ([t[k] for t in times[journal]]
+                                                     for journal in (True, False) for k in (0, 1))
+        ratios.append(statistics.median(with_cpu) / statistics.median(base_cpu))
+        wall_ratios.append(statistics.median(with_wall) / statistics.median(base_wall))
+        cpu[True] += with_cpu
+        cpu[False] += base_cpu
         tools.journals.runs.clear()  # the copies of the last round are not kept for ever
-    return min(with_journal), min(without)
+    return (statistics.median(cpu[True]), statistics.median(cpu[False]), statistics.median(ratios),
+            statistics.median(wall_ratios))
 
 
 async def main() -> None:
@@ -75,13 +87,14 @@ async def main() -> None:
     namespace(shell)
     tools = KernelTools(shell)
     print(f"run_python in a namespace of {NAMES:,} names")
-    print(f"{'code':<44}{'journal':>12}{'none':>12}{'ratio':>9}")
+    print("CPU time per call, medians; ratio: the median over rounds of with / without (wall: the same in wall time)")
+    print(f"{'code':<44}{'journal':>12}{'none':>12}{'ratio':>9}{'wall':>9}")
     for label, code, fresh in [("small[0] += 1  (one small list, in place)", "small[0] += 1", False),
                                ("  the same, first call of each run", "small[0] += 1", True),
                                ("x = 1", "x = 1", False),
                                ("helper(2)  (a notebook function)", "helper(2)", False)]:
-        ours, base = await compare(tools, code, fresh=fresh)
-        print(f"{label:<44}{ours * 1e3:>9.3f} ms{base * 1e3:>9.3f} ms{ours / base:>8.2f}x")
+        ours, base, ratio, wall = await compare(tools, code, fresh=fresh)
+        print(f"{label:<44}{ours * 1e3:>9.3f} ms{base * 1e3:>9.3f} ms{ratio:>8.2f}x{wall:>8.2f}x")
     print("\ncopy cost per MB touched (one element changed in place)")
     for megabytes in (8, 64):
         rows = megabytes * 2**20 // 8
@@ -89,7 +102,7 @@ async def main() -> None:
         shell.user_ns["frame"] = pd.DataFrame({"a": np.zeros(rows // 2), "b": np.zeros(rows // 2)})
         for label, code in [(f"array, {megabytes} MB", "arr[0] += 1"), (f"DataFrame, {megabytes} MB",
                                                                          "frame.iloc[0, 0] += 1")]:
-            ours, base = await compare(tools, code, rounds=3, repeats=3)
+            ours, base, _, _ = await compare(tools, code, rounds=3, repeats=3)
             per = (ours - base) / megabytes
             print(f"{label:<44}{ours * 1e3:>9.1f} ms{base * 1e3:>9.1f} ms{per * 1e3:>8.2f} ms/MB")
 

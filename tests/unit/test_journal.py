@@ -22,12 +22,16 @@ from agentkernel.journal import MISSING, Journal, Journals, estimate_size, finge
 
 warnings.filterwarnings("ignore", message=".*inplace keyword.*")
 
-KINDS = ["list", "dict", "set", "frame", "array", "int"]
+KINDS = ["list", "dict", "set", "frame", "array", "int", "flat list", "flat dict"]
 
 
 def make(kind: str, seed: int) -> Any:
     if kind == "list":
         return [seed, [seed + 1], "x"]
+    if kind == "flat list":  # scalars only: copied by the shallow road
+        return [seed, -0.0, 1.5, "x", None]
+    if kind == "flat dict":
+        return {"k": seed, "f": 0.5}
     if kind == "dict":
         return {"k": seed, "nested": [seed]}
     if kind == "set":
@@ -76,6 +80,7 @@ def run_code(journal: Journal, namespace: dict[str, Any], code: str) -> None:
     call = journal.before(namespace, code)
     exec(code, namespace)
     journal.after_call(namespace, call)
+    assert_kept_counts_the_copies(journal.owner)
 
 
 def user_names(namespace: dict[str, Any]) -> list[str]:
@@ -277,6 +282,33 @@ def test_reach_reads_every_road_to_a_name(source: str, names: set[str], dynamic:
     assert names <= found.names and found.dynamic == dynamic
 
 
+def test_reach_is_read_once_per_code_and_never_taken_from_other_code() -> None:
+    """The reach is cached by code object, which compare by what they do: the same source compiled again (another
+    file name, as each run_python call's is) is the same reach; code that differs in any name is not."""
+    sources = ["a.x = 1", "b.x = 1", "a.y = 1", "a.x = 1.0", "f(a)", "f(b)", "del a", "def g():\n    return a",
+               "def g():\n    return b", "exec('a')", "from os import *", "from os import path"]
+    found = [reach([compile(source, f"<agent code {i}>", "exec")]) for i, source in enumerate(sources)]
+    again = [reach([compile(source, f"<agent code {i + 100}>", "exec")]) for i, source in enumerate(sources)]
+    assert found == again
+    for source, one in zip(sources, found, strict=True):
+        assert one.names == reach(source).names and one.dynamic == reach(source).dynamic
+    assert found[0].names != found[1].names and found[0].names != found[2].names
+    assert found[7].names != found[8].names and found[9].dynamic and not found[6].dynamic
+    assert found[10].dynamic and not found[11].dynamic
+
+
+def test_a_small_flat_container_is_copied_apart_and_its_changes_seen() -> None:
+    rows, table, floats = [1, 2.5, "x"], {"k": 1}, [0.0, 1.0]
+    namespace: dict[str, Any] = {"rows": rows, "table": table, "floats": floats}
+    journal = Journals().run("r")
+    run_code(journal, namespace, "rows[0] = 9\ntable['k'] = 2\nfloats[0] = -0.0")  # -0.0 == 0.0, yet a change
+    assert {c.name for c in journal.after_call(namespace, journal.before(namespace, "rows"))} == set()
+    outcome = journal.undo(namespace)
+    assert outcome.restored == ["rows (contents)", "table (contents)", "floats (contents)"], outcome.line()
+    assert rows == [1, 2.5, "x"] and table == {"k": 1} and str(floats[0]) == "0.0"
+    assert namespace["rows"] is rows and namespace["table"] is table
+
+
 def test_sizes_are_estimated_without_visiting_all_of_a_large_container() -> None:
     assert estimate_size(np.zeros(1000)) >= 8000
     assert 8 * 10**6 <= estimate_size([0.5 + i for i in range(10**6)]) <= 40 * 10**6
@@ -346,6 +378,13 @@ def test_an_object_that_breaks_every_rule_is_named_and_the_rest_still_journaled(
                               "that cannot be read: RuntimeError)")
 
 
+def assert_kept_counts_the_copies(journals: Journals) -> None:
+    """``kept`` is a running count (the budget is checked at every copy): it must equal the copies held."""
+    for journal in journals.runs.values():
+        assert journal.kept == sum(s.size for s in journal.saved.values() if not s.dropped)
+        assert all(s.copy is None for s in journal.saved.values() if s.dropped)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_the_copies_never_exceed_the_budget_and_every_change_is_restored_or_named(data: Any) -> None:
@@ -362,9 +401,11 @@ def test_the_copies_never_exceed_the_budget_and_every_change_is_restored_or_name
             names = data.draw(st.lists(st.sampled_from(sorted(originals)), min_size=1, unique=True), label="touched")
             run_code(journal, namespace, "\n".join(f"{name}[0] += 1" for name in names))
             assert sum(j.kept for j in journals.runs.values()) <= budget
+            assert_kept_counts_the_copies(journals)
     named: set[str] = set()
     for journal in reversed(runs):  # newest first, as a user takes them back
         outcome = journal.undo(namespace)  # a later run whose copy was dropped leaves its change: named as left
+        assert_kept_counts_the_copies(journals)
         named |= {lost.split(" ", 1)[0] for lost in outcome.lost} | set(outcome.left)
     for name, value in originals.items():
         assert np.array_equal(namespace[name], value) or name in named, f"{name} changed and not named"
