@@ -17,6 +17,7 @@ expect = pytest.importorskip("playwright.sync_api").expect
 SETUP = "%load_ext agentkernel\nfrom agentkernel import Call, ScriptedModel, Turn, tool\n"
 NOTES = "hello from notes.txt\n"
 NOTE = "use the parquet file instead"
+UNDO = "Undo this run"  # the button below a run that changed the notebook or the kernel's variables (src/undo.ts)
 
 NOTEBOOKS = {
     "stop.ipynb": [
@@ -85,10 +86,11 @@ def start_slow_run(nb: NotebookPage) -> None:
 
 
 def expect_run_over(nb: NotebookPage, index: int) -> None:
-    """The ended run left its record in place of the panel: no widget, no Stop button, no approval buttons."""
+    """The ended run left its record in place of the panel: no widget, no Stop button, no approval buttons; the one
+    button left is the Undo of a run that changed the notebook or the kernel's variables."""
     expect(nb.record(index)).to_have_count(1)
     expect(nb.widget_views(index)).to_have_count(0)
-    expect(nb.output(index).get_by_role("button")).to_have_count(0)
+    expect(nb.output(index).get_by_role("button").filter(has_not_text=UNDO)).to_have_count(0)
 
 
 def stop(nb: NotebookPage, prefix: str) -> Latency:
@@ -151,6 +153,9 @@ def approve_for_run(nb: NotebookPage, prefix: str) -> None:
         [re.compile(r"run_python\(code=.*\) · ok")] * 3)  # three calls ran
     expect(nb.record(1).get_by_text("approval: run_python")).to_have_count(1)  # after one question
     expect_run_over(nb, 1)
+    # its run_python appended to ran: the run offers to take that back (not run here)
+    expect(nb.output(1).get_by_role("button", name=UNDO)).to_be_enabled()
+    expect(nb.output(1).locator(".jp-agentkernel-undo-line")).to_contain_text("changed 0 cells and 1 variable")
     nb.shot(f"{prefix}-2-approved-for-the-run", 1)
     nb.run_and_wait(2)
     expect(nb.output(2)).to_have_text("[0, 1, 2]")
@@ -162,6 +167,8 @@ def approve_for_run(nb: NotebookPage, prefix: str) -> None:
     nb.wait_done(3)
     expect(nb.record(3)).to_contain_text("approval: run_python · denied")
     expect(nb.status(3)).to_contain_text("complete")
+    expect_run_over(nb, 3)
+    expect(nb.output(3).get_by_role("button", name=UNDO)).to_have_count(0)  # the denied run changed nothing
 
 
 def deny_with_note(nb: NotebookPage, prefix: str) -> None:

@@ -135,3 +135,13 @@ def test_a_transcript_folder_keeps_the_newest_runs_and_nothing_else_is_touched(s
         kept = sorted(names)[len(names) - min(len(names), keep - 1):] if keep > 1 else []
         assert left == sorted([*kept, "mine.jsonl", "20261201-000000-notarun.jsonl"])
         assert new.parent == Path(folder) and not new.exists()  # the run writes it
+
+
+def test_no_two_test_modules_share_a_name():
+    """The test folders are not packages, so pytest imports each module by its file name: two of one name stop the
+    whole run at collection ("import file mismatch"). The course's checkpoint is the one left out of a tree run."""
+    names: dict[str, list[str]] = {}
+    for path in (REPO / "tests").rglob("test_*.py"):
+        if "node_modules" not in path.parts and path != REPO / "tests" / "test_sampling_loop.py":
+            names.setdefault(path.name, []).append(str(path.relative_to(REPO)))
+    assert not {name: paths for name, paths in names.items() if len(paths) > 1}
