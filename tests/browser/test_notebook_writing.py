@@ -194,7 +194,8 @@ def test_read_returns_every_cell_with_its_id_and_the_running_cell(open_notebook:
     nb.shot(prefix(lab_server, "read"), 3)
 
     assert got["hello"] == {"request_id": got["hello"]["request_id"], "ok": True, "can_edit": True,
-                            "front_end": FRONT_END_NAMES[lab_server.front_end], "version": VERSION}
+                            "front_end": FRONT_END_NAMES[lab_server.front_end], "version": VERSION,
+                            "path": "read.ipynb"}  # the notebook it answers for (an undo checks it)
     read = got["read"]
     assert read["ok"] is True and read["path"] == "read.ipynb"
     assert [c["id"] for c in read["cells"]] == ["intro", "setup", "boom", "agent", "later"]

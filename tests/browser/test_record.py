@@ -38,8 +38,8 @@ SETUP = ("%load_ext agentkernel\nfrom agentkernel import Call, ScriptedModel\n"
          "                   Call('edit_cell', {'cell_id': 'user', 'source': 'y = 2'}),\n"
          f"                   {ANSWER!r}])")
 CELLS = [("setup", SETUP), ("user", "y = 1\ny"), ("agent", "%%agent -m m\nDraw the rain, add a total, change y.")]
-CALLS = [r"read_notebook\(\) · ok", r"run_python\(code=.*\) · ok", r'add_cell\(source="total = y \+ 1"\) · ok',
-         r'edit_cell\(cell_id="user", source="y = 2"\) · ok']
+CALLS = [r"read_notebook\(\) · ok", r"run_python\(code=.*\) · ok · plt \(new\)",  # the variables it changed
+         r'add_cell\(source="total = y \+ 1"\) · ok', r'edit_cell\(cell_id="user", source="y = 2"\) · ok']
 
 
 @pytest.fixture(params=["lab", "notebook"])
