@@ -17,7 +17,7 @@ from .record.history import Item
 from .result import LoopResult
 from .secrets import KERNEL, SecretSet
 from .text import map_strings
-from .tools.base import ToolCall, ToolResult
+from .tools.base import ApprovalAsked, ApprovalDecided, ToolCall, ToolResult
 from .usage import Usage
 
 
@@ -99,7 +99,7 @@ class RunFinished:
 
 Event = (
     RunStarted | RoundStarted | TextDelta | FunctionCallProgress | MessageDone | ToolCallStarted | ToolCallFinished
-    | ItemCommitted | UsageUpdated | ContextUpdated | ContextCompacted | RunFinished
+    | ApprovalAsked | ApprovalDecided | ItemCommitted | UsageUpdated | ContextUpdated | ContextCompacted | RunFinished
 )
 Listener = Callable[[Event], None]
 
@@ -113,7 +113,8 @@ def redacted(event: Event, source: Redactor | Callable[[], Redactor],
     one) were redacted where the runner made them, before any cut (:class:`~agentkernel.tools.runner.ToolRunner`),
     and pass as they are. What else the model, the user or the run wrote
     is redacted here: the system prompt and the history a run starts from, messages, a call's arguments, the
-    model's deltas (a secret split across deltas is caught in the whole message), compaction notes, and the result's
+    model's deltas (a secret split across deltas is caught in the whole message), an approval's call, note and
+    reason, compaction notes, and the result's
     answer, detail, findings' arguments and history (as the run ends).
 
     ``source`` is a secret set, or a function giving one, asked only for an event that holds text. ``memo`` keeps each
@@ -127,6 +128,11 @@ def redacted(event: Event, source: Redactor | Callable[[], Redactor],
         return _changed(event, text=text(event.text))
     if isinstance(event, ToolCallStarted):
         return _changed(event, call=_redacted_call(event.call, secrets))
+    if isinstance(event, ApprovalAsked):
+        return _changed(event, call=_redacted_call(event.call, secrets))
+    if isinstance(event, ApprovalDecided):  # the user's note and the approver's reason may quote a secret
+        return _changed(event, call=_redacted_call(event.call, secrets), note=text(event.note),
+                        reason=text(event.reason))
     if isinstance(event, ToolCallFinished):  # the output is the runner's; the call's arguments are the model's
         return _changed(event, result=_changed(event.result, call=_redacted_call(event.result.call, secrets)))
     if isinstance(event, ItemCommitted):
@@ -259,7 +265,7 @@ class Listeners(list[Listener]):
 
 
 __all__ = [
-    "ContextCompacted", "ContextUpdated",
+    "ApprovalAsked", "ApprovalDecided", "ContextCompacted", "ContextUpdated",
     "Event", "FunctionCallProgress", "ItemCommitted", "Listener", "Listeners", "MessageDone", "RoundStarted",
     "RunFinished", "RunStarted", "TextDelta", "ToolCallFinished", "ToolCallStarted", "UsageUpdated", "redacted",
     "redacted_result",

@@ -11,7 +11,16 @@ import warnings
 from pathlib import Path
 from typing import IO, Any
 
-from ..events import ContextCompacted, Event, ItemCommitted, RunFinished, RunStarted, UsageUpdated
+from ..events import (
+    ApprovalAsked,
+    ApprovalDecided,
+    ContextCompacted,
+    Event,
+    ItemCommitted,
+    RunFinished,
+    RunStarted,
+    UsageUpdated,
+)
 from ..record.history import Item, repair_history
 from ..record.images import image_reference
 from ..secrets import redact
@@ -86,9 +95,17 @@ class Transcript:
 
     def __call__(self, event: Event) -> None:
         """Hear one of the loop's events: the run's start (and the history it starts from), each committed item,
-        each response's usage, each compaction, and the run's end (which closes the file)."""
+        each response's usage, each approval asked and decided, each compaction, and the run's end (which closes the
+        file)."""
         if isinstance(event, ItemCommitted):
             self.item(event.item)
+        elif isinstance(event, ApprovalAsked):
+            self.write({"event": "approval_asked", "call_id": event.call.call_id, "tool": event.call.name})
+        elif isinstance(event, ApprovalDecided):
+            self.write({"event": "approval", "call_id": event.call.call_id, "tool": event.call.name,
+                        "approved": event.approved, "by": event.by, "waited": round(event.waited, 3),
+                        **{k: v for k, v in (("for_run", event.for_run), ("note", event.note),
+                                             ("reason", event.reason), ("stopped", event.stopped)) if v}})
         elif isinstance(event, UsageUpdated) and event.response is not None:
             self.write({"event": "usage", **{k: v for k, v in vars(event.response).items() if v}})
         elif isinstance(event, RunStarted):

@@ -100,6 +100,8 @@ class ServedSession:
         self.runner = ToolRunner(self.by_name, self.approve, run_id=self.session_id,
                                  on_start=lambda call: self._emit(ToolCallStarted(kept_call(call))),
                                  on_finish=lambda result: self._emit(ToolCallFinished(kept_result(result))),
+                                 on_approval=lambda event: self._emit(dataclasses.replace(event,
+                                                                                          call=kept_call(event.call))),
                                  turns=self.turns)
         self.repeats = RepeatedCallGuard(self.guards.repeat_limit)
         self.no_progress = NoProgressGuard(self.guards.stuck_window, None)
