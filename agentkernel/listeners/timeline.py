@@ -198,8 +198,11 @@ class Timeline:
                 del self.waiting[call_id]
 
     def described(self, event: ApprovalDecided) -> str:
-        """What an approval's entry says once decided: ``approved``, ``denied with a note``, ``denied: <reason>``."""
+        """What an approval's entry says once decided: ``approved``, ``approved: --allow-writes``, ``denied with a
+        note``, ``denied: <reason>``."""
         if event.approved:
+            if event.reason:
+                return f"approved: {event.reason}"
             return f"approved for the rest of this {self.scope}" if event.for_run else "approved"
         if event.stopped:
             return f"denied: the {self.scope} was stopped"

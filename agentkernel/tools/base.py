@@ -262,6 +262,8 @@ class Decision:
     for_run: bool = False
     note: str = ""
     reason: str = ""
+    """A denial nobody decided: why (replacing "the user denied it"); an approval nobody was asked for: why
+    (``--allow-writes``)."""
     asked: str = ""
     """Why the call was asked about, when it is not that the tool has side effects (``"may have side effects: its MCP
     server's annotations are not trusted"``); the denial then says that instead."""
