@@ -323,7 +323,10 @@ def _sampled(items: Iterator[Any], total: int, seen: set[int], depth: int) -> in
 def fingerprint(value: Any) -> Hashable | None:
     """A cheap digest of ``value``'s contents: equal before and after unless it changed (None: it cannot be read).
 
-    The CRC of its pickle, with array buffers (NumPy, pandas) passed out of band and read in place."""
+    The CRC of its pickle, with array buffers (NumPy, pandas) passed out of band and read in place; for a small flat
+    list, dict, set or bytearray of ints, short strings and the like (:func:`_flat_print`), its items themselves."""
+    if (flat := _flat_print(value)) is not None:
+        return flat
     try:
         data, buffers = _pickled(value)
     except Exception:
@@ -331,9 +334,33 @@ def fingerprint(value: Any) -> Hashable | None:
     return _digest(value, data, buffers)
 
 
+_EXACT = frozenset({int, bool, type(None), str, bytes})
+"""Scalars whose equality, with their type, is identity of contents (not floats: ``-0.0 == 0.0``, ``nan != nan``)."""
+
+
+def _flat_print(value: Any) -> Hashable | None:
+    """The fingerprint of a small flat container whose items compare exactly (:data:`_EXACT`, strings and bytes of
+    at most 256, since the fingerprint holds them): its type and items with their types; else None. Cheaper than a
+    pickle for the small objects most calls touch; never equal to a pickle's digest (another shape)."""
+    kind = type(value)
+    if kind not in _FLAT or len(value) > 16:
+        return None
+    if kind is bytearray:
+        return kind, bytes(value)
+    items = (*value.keys(), *value.values()) if kind is dict else tuple(value)
+    types = tuple(map(type, items))
+    if not _EXACT.issuperset(types) or any(len(item) > 256 for item in items if type(item) in (str, bytes)):
+        return None
+    if kind is set:
+        return kind, frozenset(zip(types, items, strict=True))
+    return kind, types, items
+
+
 def snapshot(value: Any) -> tuple[Any, Hashable | None, int]:
     """A copy of ``value``'s contents, its fingerprint and the bytes the copy holds, from one pickle of it (its array
     buffers copied once); where it does not pickle, ``copy.deepcopy`` (no fingerprint). Raises what copying raises."""
+    if (flat := _flat_print(value)) is not None:  # its items are immutable: a shallow copy is a deep one
+        return value.copy(), flat, estimate_size(value)
     try:
         data, buffers = _pickled(value)
     except Exception:
@@ -588,7 +615,7 @@ class Journal:
         return size <= self.owner.room() - used or size <= self.owner.make_room(self, size + used) - used
 
     def _over(self, name: str, size: int) -> str:
-        return f"{name} ({_mb(size)}, over the {_mb(self.owner.budget)} budget: not copied)"
+        return f"{name} ({size_text(size)}, over the {size_text(self.owner.budget)} budget: not copied)"
 
     def after_call(self, namespace: dict[str, Any], call: Call) -> list[Change]:
         """After the code ran: the names it changed (kept in the journal), in the order the code names them."""
@@ -708,7 +735,8 @@ class Journal:
         return outcome
 
 
-def _mb(size: int) -> str:
+def size_text(size: int) -> str:
+    """``size`` bytes as a line says it: ``12 MB``, ``3 KB``."""
     return f"{size / 2**20:,.0f} MB" if size >= 2**20 else f"{size / 1024:,.0f} KB"
 
 
@@ -727,6 +755,17 @@ class Journals:
             while len(self.runs) > MAX_RUNS:
                 self.runs.popitem(last=False)
         return journal
+
+    def forget(self, run_id: str = "") -> list[Journal]:
+        """Forget the journal of ``run_id`` (by default every run's): what it kept alive (the old objects of the names
+        it rebound or deleted, the copies of what it changed in place) is let go, and it can no longer be undone.
+        The journals forgotten."""
+        if not run_id:
+            forgotten = list(self.runs.values())
+            self.runs.clear()
+            return forgotten
+        journal = self.runs.pop(run_id, None)
+        return [journal] if journal is not None else []
 
     def room(self) -> int:
         """Bytes of copies that can still be kept without dropping any."""

@@ -2,12 +2,14 @@
 
 Not a test: run ``PYTHONPATH=. python benchmarks/undo.py``. In an in-process IPython shell (no kernel) whose
 namespace holds 10,000 names, it times ``run_python`` calls (the kernel tool, as a run calls it) with the journal
-and without it (the journal's wrapping replaced by nothing), alternating the two, and prints the ratio of the best
-times: for code that touches one small object (the goal is at most 1.1x), as a later call of the run (the object was
-copied by the first) and as the first call of a run (it is copied), code that only binds a name, and code that calls
-a notebook function (whose code is read to see what it uses). Then the copy cost per MB touched: code that
-changes one element of an array or a DataFrame of 8 and 64 MB in place, with the journal against without, divided
-by the size (the copy, and the fingerprints before and after).
+and without it (the journal's wrapping replaced by nothing): for code that touches one small object (the goal is at
+most 1.1x), as a later call of the run (the object was copied by the first) and as the first call of a run (it is
+copied), code that only binds a name, and code that calls a notebook function (whose code is read to see what it
+uses). On a shared, loaded machine: the CPU time of each call (steadier than wall time, which also counts the time
+other processes hold the cores), the two alternating call by call, and the ratio taken per round of 40 calls each
+(of the rounds' medians) and reported as the median over 41 rounds, with the same ratio in wall time beside it.
+Then the copy cost per MB touched: code that changes one element of an array or a DataFrame of 8 and 64 MB in place,
+with the journal against without, divided by the size (the copy, and the fingerprints before and after).
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ async def timed(tools: KernelTools, code: str, journal: bool, run_id: str) -> tu
             del tools.journaled
 
 
-async def compare(tools: KernelTools, code: str, rounds: int = 21, repeats: int = 30,
+async def compare(tools: KernelTools, code: str, rounds: int = 41, repeats: int = 40,
                   fresh: bool = False) -> tuple[float, float, float, float]:
     """``code`` with and without the journal: the median CPU times of each, the median over rounds of the ratio of a
     round's median CPU times, and the same ratio of wall times. In a round the two alternate call by call (which

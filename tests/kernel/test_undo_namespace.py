@@ -237,3 +237,32 @@ def test_a_served_session_is_one_unit_to_undo(kernel: KernelSession):
 
 
 session, kernel = kernel_fixtures("undo_namespace", SETUP)
+
+
+def test_forget_lets_go_of_what_a_run_kept_to_undo_and_it_can_no_longer_be_undone(kernel: KernelSession):
+    kernel.ok("import gc, weakref\nbig = np.zeros(2**20)\n_alive = weakref.ref(big)\nrows = [1]")
+    run(kernel, ["del big\nrows.append(2)"])
+    run_id = kernel.value("_agent.run_id")
+    assert kernel.value("gc.collect() >= 0 and _alive() is not None")  # the deleted array is kept for the undo
+    assert undo(kernel, "--forget nope") == ("nothing to forget: this kernel keeps no variables of run nope (it keeps "
+                                             "those of its last 20 runs)")
+    assert undo(kernel, "--forget a b") == "%agent_undo --forget takes at most one run id, not 'a b'"
+    said = undo(kernel, f"--forget {run_id}")
+    assert said == (f"forgot what run {run_id} did to the variables: the old objects of 2 variables and 0 KB of "
+                    "copies are let go, and no undo can take those changes back (the notebook's cells still can)")
+    assert kernel.value("gc.collect() >= 0 and _alive() is None")  # freed
+    assert kernel.value("[rows, 'big' in dir()]") == [[1, 2], False]  # the run's changes stay
+    assert undo(kernel).startswith("nothing")
+    assert undo(kernel, f"--forget {run_id}").startswith("nothing to forget")
+
+
+def test_forget_without_a_run_lets_go_of_every_run_and_works_unawaited(kernel: KernelSession):
+    kernel.ok("rows = [1]\nmodel = 'a'")
+    run(kernel, ["rows.append(2)"])
+    run(kernel, ["model = 'b'"])
+    inline = kernel.ok("%agent_undo --forget\nafter = 1")  # not alone in its cell: not awaited, the same
+    assert inline.stdout.startswith("forgot what 2 runs did to the variables: the old objects of 2 variables and "), \
+        inline.describe()
+    assert kernel.value("get_ipython()._agentkernel_journals.runs") == {}
+    assert kernel.value("[rows, model]") == [[1, 2], "b"]
+    assert undo(kernel, "--forget") == "nothing to forget: no run of this kernel keeps variables to undo"

@@ -309,6 +309,38 @@ def test_a_small_flat_container_is_copied_apart_and_its_changes_seen() -> None:
     assert namespace["rows"] is rows and namespace["table"] is table
 
 
+SCALARS = st.one_of(st.integers(), st.booleans(), st.none(), st.text(max_size=3), st.binary(max_size=2),
+                    st.floats(allow_nan=True), st.sampled_from([0.0, -0.0, 0, False]))
+
+
+def typed(value: Any) -> Any:
+    """Contents with every item's type and exact form (``-0.0`` is not ``0.0``, ``True`` not ``1``)."""
+    if isinstance(value, dict):
+        return type(value), sorted((repr((type(k), k)), repr((type(v), v))) for k, v in value.items())
+    if isinstance(value, set):
+        return type(value), sorted(repr((type(v), v)) for v in value)
+    return type(value), [repr((type(v), v)) for v in value]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_a_fingerprint_never_mistakes_changed_contents_for_the_same(data: Any) -> None:
+    """Two small containers with the same fingerprint hold the same items (the flat road and the pickle's alike)."""
+    def container(label: str) -> Any:
+        items = data.draw(st.lists(SCALARS, max_size=data.draw(st.sampled_from([3, 16, 20]))), label=label)
+        kind = data.draw(st.sampled_from(["list", "set", "dict", "bytearray"]), label=label + " kind")
+        if kind == "set":
+            return {item for item in items if item == item}  # no nan: a set of nans is not a value
+        if kind == "dict":
+            return {item: index for index, item in enumerate(items) if item == item}
+        return bytearray(bytes(abs(hash(item)) % 256 for item in items)) if kind == "bytearray" else items
+
+    one, other = container("one"), container("other")
+    if fingerprint(one) == fingerprint(other):
+        assert typed(one) == typed(other)
+    assert fingerprint(one) == fingerprint(one)  # unchanged: no false alarm
+
+
 def test_sizes_are_estimated_without_visiting_all_of_a_large_container() -> None:
     assert estimate_size(np.zeros(1000)) >= 8000
     assert 8 * 10**6 <= estimate_size([0.5 + i for i in range(10**6)]) <= 40 * 10**6

@@ -21,7 +21,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...journal import Journal, Journals, Outcome
+from ...journal import MAX_RUNS as JOURNALED_RUNS
+from ...journal import Journal, Journals, Outcome, size_text
 from ...secrets import redact_text
 from .notebook import ExecuteRequest, NotebookBridge, NotebookUnavailable
 
@@ -190,10 +191,35 @@ async def undo(shell: Any, run_id: str = "", *, session: str | None = None, vari
     return together(journal, journal.undo(shell.user_ns), cells)
 
 
+FORGET = "--forget"
+
+
+def forget(shell: Any, words: list[str]) -> str:
+    """``%agent_undo --forget [RUN_ID]``: let go of what the journal of ``RUN_ID`` (by default of every run) keeps
+    alive so that its variables can be undone; the line saying what was let go. Its cells can still be undone."""
+    if len(words) > 1:
+        return f"%agent_undo {FORGET} takes at most one run id, not {' '.join(words)!r}"
+    journals = journals_of(shell)
+    if words and words[0] not in journals.runs:
+        return (f"nothing to forget: this kernel keeps no variables of run {words[0]} (it keeps those of its last "
+                f"{JOURNALED_RUNS} runs)")
+    forgotten = [j for j in journals.forget(words[0] if words else "") if not j.empty]
+    if not forgotten:
+        return "nothing to forget: no run of this kernel keeps variables to undo"
+    kept = sum(j.kept for j in forgotten)
+    names = sum(j.names for j in forgotten)
+    whose = f"run {forgotten[0].run_id}" if words else f"{len(forgotten)} run{'s' * (len(forgotten) != 1)}"
+    return (f"forgot what {whose} did to the variables: the old objects of {names} variable{'s' * (names != 1)} "
+            f"and {size_text(kept)} of copies are let go, and no undo can take those changes back (the notebook's "
+            "cells still can)")
+
+
 def undo_unawaited(shell: Any, line: str, why: str) -> str:
     """``%agent_undo`` where it cannot await the front end (``why``): the run's variables are taken back, its cells
     cannot be."""
     words = line.split()
+    if words and words[0] == FORGET:
+        return forget(shell, words[1:])
     if len(words) > 1:
         return f"%agent_undo takes at most one run id, not {line.strip()!r}"
     cannot = f"the front end's answers arrive only while the cell awaits, and {why}"
@@ -338,6 +364,8 @@ def live_button(shell: Any, changes: RunChanges, session: str) -> Any:
 async def undo_line(shell: Any, line: str) -> str:
     """``%agent_undo [RUN_ID]``, awaited: the line it prints."""
     words = line.split()
+    if words and words[0] == FORGET:
+        return forget(shell, words[1:])
     if len(words) > 1:
         return f"%agent_undo takes at most one run id, not {line.strip()!r}"
     return await undo(shell, words[0] if words else "")

@@ -1,4 +1,5 @@
-"""``%agent_undo [RUN_ID]``: take back a run's notebook changes and what it did to the kernel's variables."""
+"""``%agent_undo [RUN_ID]``: take back a run's notebook changes and what it did to the kernel's variables;
+``%agent_undo --forget [RUN_ID]``: let go of what the kernel keeps to undo them."""
 
 from __future__ import annotations
 
@@ -23,7 +24,12 @@ class UndoMagics(StateMagics):
         changed in place get their contents back. A cell or a variable changed since the run is left as it is and
         named, and so is what cannot be restored. The variables are taken back wherever the kernel runs; the cells
         in JupyterLab and Notebook 7 with agentkernel's extension, alone in its cell (it is awaited while the front
-        end answers); elsewhere it says why it cannot."""
+        end answers); elsewhere it says why it cannot.
+
+        ``%agent_undo --forget [RUN_ID]``: let go of what the kernel keeps so that the variables of RUN_ID (by
+        default of every run) can be undone: the old objects of the names it rebound or deleted (a deleted frame's
+        memory is freed only then, or once the kernel forgets the run, 20 runs later) and the copies of what it
+        changed in place. Those changes can no longer be undone; the run's cells still can."""
         from ..kernel.undo import undo_unawaited
 
         why = "%autoawait is off (%autoawait on lets it wait)" if not self.state.shell.autoawait else \
