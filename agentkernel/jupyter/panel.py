@@ -80,7 +80,7 @@ class Panel:
         self.limits = limits
         self.stop_signal = stop
         self.timeline = timeline if timeline is not None else Timeline()
-        self.timeline.scope = self.scope
+        self.timeline.scope, self.timeline.cut_short = self.scope, self.cut_short
         self.timeline.on_add, self.timeline.on_remove = self.add, self.remove
         self.throttle = throttle
         self.started = time.monotonic()

@@ -151,6 +151,8 @@ class Timeline:
     waiting: dict[str, Entry] = field(default_factory=dict)  # approvals waiting for their answer, by call_id
     scope: str = "run"
     """What an approval for the rest of it approves the tool for: a ``run``, or a served ``session``."""
+    cut_short: Callable[[], str] | None = None
+    """What an approval cut short by a cancellation says (a view that knows who cancelled: Stop or the client)."""
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, TextDelta):
@@ -205,7 +207,7 @@ class Timeline:
                 return f"approved: {event.reason}"
             return f"approved for the rest of this {self.scope}" if event.for_run else "approved"
         if event.stopped:
-            return f"denied: the {self.scope} was stopped"
+            return self.cut_short() if self.cut_short is not None else f"denied: the {self.scope} was stopped"
         if event.reason:
             return f"denied: {event.reason}"
         return "denied with a note" if event.note else "denied"
