@@ -356,11 +356,12 @@ def _flat_print(value: Any) -> Hashable | None:
     return kind, types, items
 
 
-def snapshot(value: Any) -> tuple[Any, Hashable | None, int]:
+def snapshot(value: Any, size: int | None = None) -> tuple[Any, Hashable | None, int]:
     """A copy of ``value``'s contents, its fingerprint and the bytes the copy holds, from one pickle of it (its array
-    buffers copied once); where it does not pickle, ``copy.deepcopy`` (no fingerprint). Raises what copying raises."""
+    buffers copied once); where it does not pickle, ``copy.deepcopy`` (no fingerprint). Raises what copying raises.
+    ``size``: :func:`estimate_size` of ``value`` if known (the size of a small flat container's copy)."""
     if (flat := _flat_print(value)) is not None:  # its items are immutable: a shallow copy is a deep one
-        return value.copy(), flat, estimate_size(value)
+        return value.copy(), flat, estimate_size(value) if size is None else size
     try:
         data, buffers = _pickled(value)
     except Exception:
@@ -584,17 +585,20 @@ class Journal:
     def _copy(self, name: str, value: Any, call: Call, used: int) -> int:
         """Copy ``value`` (held by ``name``) into ``call`` if it can change in place and fits beside ``used``; the
         bytes the copy takes (0: not copied, and said why where that matters)."""
-        if id(value) in call.copies or id(value) in self.saved or is_immutable(value) or is_code(value):
+        if id(value) in call.copies or id(value) in self.saved:
             return 0
-        if why := uncopyable(value):
-            self.lost.setdefault(name, f"{name} ({why}: not copied)")
-            return 0
+        if type(value) not in _FLAT:  # a list, dict, set or bytearray is none of these: the common case, at once
+            if is_immutable(value) or is_code(value):
+                return 0
+            if why := uncopyable(value):
+                self.lost.setdefault(name, f"{name} ({why}: not copied)")
+                return 0
         size = estimate_size(value)
         if not self._fits(size, used):
             self.lost.setdefault(name, self._over(name, size))
             return 0
         try:
-            duplicate, print_before, size = snapshot(value)
+            duplicate, print_before, size = snapshot(value, size)
         except Exception as e:
             self.lost.setdefault(name, f"{name} (a {type(value).__name__} that cannot be copied: {type(e).__name__})")
             return 0
@@ -609,6 +613,13 @@ class Journal:
         self.lost[f" call {self.calls + 1}"] = (f"what run_python call {self.calls + 1} did (the undo journal failed: "
                                                 f"{type(error).__name__})")
         self.calls += 1
+
+    def _keep(self, size: int) -> None:
+        """Count ``size`` more bytes of copies kept (less, if negative), here and in the kernel's total if this
+        journal is still one of its runs' (a call that ran on while its run was forgotten counts for nothing)."""
+        self.kept += size
+        if self.owner.runs.get(self.run_id) is self:
+            self.owner.kept += size
 
     def _fits(self, size: int, used: int) -> bool:
         """Whether a copy of ``size`` bytes fits in the budget beside ``used`` (dropping older runs' copies)."""
@@ -638,7 +649,7 @@ class Journal:
                 continue
             names = [name for name in call.reach.names if call.bindings.get(name, MISSING) is obj]
             self.saved[ident] = Saved(obj, duplicate, size, names, print_after)
-            self.kept += size
+            self._keep(size)
             changes.update((name, "in place") for name in names if namespace.get(name, MISSING) is obj)
         reached = {id(call.bindings[name]) for name in call.reach.names} if self.saved else set()
         for ident in reached - call.copies.keys():  # changed in place in an earlier call: again in this one?
@@ -705,7 +716,7 @@ class Journal:
                         self.bindings[name] = saved_copies[name] = saved.copy
                         done.setdefault(name, []).append("a copy: not restorable in place")
             del self.saved[ident]
-            self.kept -= 0 if saved.dropped else saved.size
+            self._keep(0 if saved.dropped else -saved.size)
         for name, before in list(self.bindings.items()):
             if name in left:
                 continue
@@ -746,6 +757,8 @@ class Journals:
 
     budget: int = DEFAULT_BUDGET
     runs: OrderedDict[str, Journal] = field(default_factory=OrderedDict)
+    kept: int = 0
+    """Bytes of copies all its runs keep (the sum of their :attr:`Journal.kept`)."""
 
     def run(self, run_id: str) -> Journal:
         """The journal of ``run_id``, made on first use (the newest last)."""
@@ -753,23 +766,22 @@ class Journals:
         if journal is None:
             journal = self.runs[run_id] = Journal(run_id, self)
             while len(self.runs) > MAX_RUNS:
-                self.runs.popitem(last=False)
+                self.kept -= self.runs.popitem(last=False)[1].kept
         return journal
 
     def forget(self, run_id: str = "") -> list[Journal]:
         """Forget the journal of ``run_id`` (by default every run's): what it kept alive (the old objects of the names
         it rebound or deleted, the copies of what it changed in place) is let go, and it can no longer be undone.
         The journals forgotten."""
-        if not run_id:
-            forgotten = list(self.runs.values())
-            self.runs.clear()
-            return forgotten
-        journal = self.runs.pop(run_id, None)
-        return [journal] if journal is not None else []
+        forgotten = list(self.runs.values()) if not run_id else [self.runs[run_id]] if run_id in self.runs else []
+        for journal in forgotten:
+            del self.runs[journal.run_id]
+            self.kept -= journal.kept
+        return forgotten
 
     def room(self) -> int:
         """Bytes of copies that can still be kept without dropping any."""
-        return self.budget - sum(j.kept for j in self.runs.values())
+        return self.budget - self.kept
 
     def make_room(self, journal: Journal, size: int) -> int:
         """Drop the oldest other runs' copies until ``size`` bytes fit (or none are left); the room there is. A copy
@@ -781,5 +793,5 @@ class Journals:
             if self.room() >= size:
                 break
             saved.dropped, saved.copy = True, None
-            owner.kept -= saved.size
+            owner._keep(-saved.size)
         return self.room()

@@ -79,7 +79,7 @@ async def compare(tools: KernelTools, code: str, rounds: int = 41, repeats: int 
         wall_ratios.append(statistics.median(with_wall) / statistics.median(base_wall))
         cpu[True] += with_cpu
         cpu[False] += base_cpu
-        tools.journals.runs.clear()  # the copies of the last round are not kept for ever
+        tools.journals.forget()  # the copies of the last round are not kept for ever
     return (statistics.median(cpu[True]), statistics.median(cpu[False]), statistics.median(ratios),
             statistics.median(wall_ratios))
 

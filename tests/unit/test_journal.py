@@ -412,6 +412,7 @@ def test_an_object_that_breaks_every_rule_is_named_and_the_rest_still_journaled(
 
 def assert_kept_counts_the_copies(journals: Journals) -> None:
     """``kept`` is a running count (the budget is checked at every copy): it must equal the copies held."""
+    assert journals.kept == sum(j.kept for j in journals.runs.values())
     for journal in journals.runs.values():
         assert journal.kept == sum(s.size for s in journal.saved.values() if not s.dropped)
         assert all(s.copy is None for s in journal.saved.values() if s.dropped)
@@ -441,3 +442,20 @@ def test_the_copies_never_exceed_the_budget_and_every_change_is_restored_or_name
         named |= {lost.split(" ", 1)[0] for lost in outcome.lost} | set(outcome.left)
     for name, value in originals.items():
         assert np.array_equal(namespace[name], value) or name in named, f"{name} changed and not named"
+
+
+def test_the_count_of_copies_kept_follows_runs_forgotten_evicted_and_running_on() -> None:
+    journals = Journals()
+    namespace: dict[str, Any] = {f"a{i}": np.zeros(100) for i in range(30)}
+    for i in range(30):  # more runs than are kept: the oldest are evicted with their copies
+        run_code(journals.run(f"r{i}"), namespace, f"a{i}[0] += 1")
+    assert len(journals.runs) == 20 and journals.kept > 0
+    orphan = journals.run("r29")
+    call = orphan.before(namespace, "a0[0] += 1")
+    assert [j.run_id for j in journals.forget("r29")] == ["r29"]
+    exec("a0[0] += 1", namespace)
+    orphan.after_call(namespace, call)  # its run was forgotten while the call ran: counted for nothing
+    assert_kept_counts_the_copies(journals)
+    assert orphan.kept > 0 and "r29" not in journals.runs
+    assert len(journals.forget()) == 19 and journals.kept == 0 and journals.room() == journals.budget
+    assert journals.forget("r0") == []
