@@ -353,3 +353,28 @@ def test_a_repeated_huge_call_still_trips_the_guard_and_nothing_kept_is_huge():
             assert max(len("".join(k)) for k in keys) < 2000
 
     run(main)
+
+
+def test_a_served_sessions_approvals_are_events_bounded_and_redacted(monkeypatch: pytest.MonkeyPatch):
+    """The served session's runner tells its approvals as a run's does (asked, then decided with who), through the
+    session's listeners: a call's arguments kept to :data:`KEPT_CHARS`, a secret in them redacted."""
+    from agentkernel.events import ApprovalAsked, ApprovalDecided
+
+    monkeypatch.setenv("SERVED_TEST_KEY", SECRET)
+    KERNEL.configure(env_names=["SERVED_TEST_KEY"])
+    heard: list[Any] = []
+    huge = SECRET + "k" * 1_000_000
+
+    async def main() -> None:
+        async with served(lambda call, t: True, on_event=heard.append) as server, client(server) as c:
+            assert text(await c.call_tool("change", {"text": huge})) == "changed"
+
+    try:
+        run(main)
+    finally:
+        KERNEL.configure()
+    told = [e for e in heard if isinstance(e, ApprovalAsked | ApprovalDecided)]
+    assert [type(e).__name__ for e in told] == ["ApprovalAsked", "ApprovalDecided"]
+    decided = told[-1]
+    assert isinstance(decided, ApprovalDecided) and (decided.approved, decided.by) == (True, "user")
+    assert all(len(e.call.arguments) <= KEPT_CHARS + 40 and SECRET not in e.call.arguments for e in told)
