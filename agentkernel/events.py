@@ -93,13 +93,21 @@ class ContextCompacted:
 
 
 @dataclass
+class ClientSeen:
+    """A served session's new client (its name and version, as it says) listed or called tools."""
+
+    client: str
+
+
+@dataclass
 class RunFinished:
     result: LoopResult
 
 
 Event = (
     RunStarted | RoundStarted | TextDelta | FunctionCallProgress | MessageDone | ToolCallStarted | ToolCallFinished
-    | ApprovalAsked | ApprovalDecided | ItemCommitted | UsageUpdated | ContextUpdated | ContextCompacted | RunFinished
+    | ApprovalAsked | ApprovalDecided | ItemCommitted | UsageUpdated | ContextUpdated | ContextCompacted | ClientSeen
+    | RunFinished
 )
 Listener = Callable[[Event], None]
 
@@ -124,6 +132,8 @@ def redacted(event: Event, source: Redactor | Callable[[], Redactor],
         return event  # numbers and names
     secrets: Redactor = source() if callable(source) else source
     text = secrets.redact
+    if isinstance(event, ClientSeen):  # what an outside agent says it is
+        return _changed(event, client=text(event.client))
     if isinstance(event, TextDelta | MessageDone):
         return _changed(event, text=text(event.text))
     if isinstance(event, ToolCallStarted):
@@ -232,9 +242,12 @@ class Listeners(list[Listener]):
     event nobody hears.
     """
 
-    def __init__(self, listeners: Iterable[Listener] = ()):
+    def __init__(self, listeners: Iterable[Listener] = (), *, remember: bool = True):
         super().__init__(listeners)
         self.told: dict[int, Item] = {}  # the history's items as told, redacted (see redacted's memo)
+        self.remember = remember
+        """Keep the history's items as told, for the run's end (a served session, whose calls never end in a
+        history, keeps none: its listeners would hold every call it ever served)."""
         self.redactor: _Remembered | None = None  # the secret set they were redacted against
 
     @classmethod
@@ -245,7 +258,7 @@ class Listeners(list[Listener]):
         return cls([*(on_event or []), *(listener for listener in last if listener is not None)])
 
     def __call__(self, event: Event) -> None:
-        event = redacted(event, self._secrets, self.told)
+        event = redacted(event, self._secrets, self.told if self.remember else None)
         for listener in self:
             listener(event)
 
@@ -265,7 +278,7 @@ class Listeners(list[Listener]):
 
 
 __all__ = [
-    "ApprovalAsked", "ApprovalDecided", "ContextCompacted", "ContextUpdated",
+    "ApprovalAsked", "ApprovalDecided", "ClientSeen", "ContextCompacted", "ContextUpdated",
     "Event", "FunctionCallProgress", "ItemCommitted", "Listener", "Listeners", "MessageDone", "RoundStarted",
     "RunFinished", "RunStarted", "TextDelta", "ToolCallFinished", "ToolCallStarted", "UsageUpdated", "redacted",
     "redacted_result",

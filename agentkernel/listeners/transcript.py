@@ -14,6 +14,7 @@ from typing import IO, Any
 from ..events import (
     ApprovalAsked,
     ApprovalDecided,
+    ClientSeen,
     ContextCompacted,
     Event,
     ItemCommitted,
@@ -64,19 +65,21 @@ class Transcript:
 
     Lines are ``{"event": "item", "item": {...}}``, with one ``{"event": "start", ...}`` first and one
     ``{"event": "finish", ...}`` last (with the run's ``usage`` sums), and a ``{"event": "usage", ...}`` for each
-    response's tokens, so a kernel that dies loses nothing committed before it died. A tool
+    response's tokens, and a line for each approval (``approval_asked``, ``approval``), so a kernel that dies loses
+    nothing committed before it died. A served session's transcript has a ``{"event": "client", ...}`` line for each
+    new client and its ``served`` tools in the start line. A tool
     output's images are written as references (type, size, bytes, sha256; see
     :func:`~agentkernel.record.images.image_reference`), not their data. Text that UTF-8 cannot encode (lone surrogates)
     is written as JSON escapes. No value of the kernel's secret set is written: each is its marker
     (see :mod:`agentkernel.secrets`): the loop's :class:`~agentkernel.events.Listeners` redact every event before
-    any listener hears it, and :meth:`write` redacts what it is given again, for writers other than the loop (a
-    served session). A write that fails (a full disk, a removed directory) warns once and ends the
-    transcript, never the run; ``error`` says why.
+    any listener hears it, and :meth:`write` redacts what it is given again. A write that fails (a full disk, a
+    removed directory) warns once and ends the transcript, never the run; ``error`` says why.
     """
 
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         self.error: str | None = None
+        self.run_id = ""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
         if _ends_mid_line(self.path):  # an earlier run died mid-write: keep this run's first record whole
@@ -109,11 +112,14 @@ class Transcript:
         elif isinstance(event, UsageUpdated) and event.response is not None:
             self.write({"event": "usage", **{k: v for k, v in vars(event.response).items() if v}})
         elif isinstance(event, RunStarted):
+            self.run_id = event.run_id
             self.write({"event": "start", "run_id": event.run_id, "system": event.system, **event.briefing})
             for item in event.history:
                 self.item(item)
         elif isinstance(event, ContextCompacted):
             self.write({"event": "compaction", **event.compaction.record()})
+        elif isinstance(event, ClientSeen):
+            self.write({"event": "client", "run_id": self.run_id, "client": event.client})
         elif isinstance(event, RunFinished):
             result = event.result
             self.write({"event": "finish", "status": result.status, "detail": result.detail,

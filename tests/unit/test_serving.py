@@ -281,8 +281,35 @@ def test_the_record_keeps_every_call(tmp_path):
 
     run(main)
     lines = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
-    assert lines[0]["event"] == "start" and lines[-1]["event"] == "end"
+    assert lines[0]["event"] == "start" and lines[-1]["event"] == "finish"
     assert sum(1 for line in lines if line.get("event") == "item") == 4
+
+
+def test_the_transcript_is_a_listener_and_the_session_keeps_no_item_it_told(tmp_path):
+    """A served session's transcript hears the session's events (start, each client, each call's items, the end)
+    through the session's redacting listeners, and the listeners keep none of the items they told: 50 calls of
+    1 MB arguments leave nothing in their memo, and every line written holds at most :data:`KEPT_CHARS` of a call."""
+    from agentkernel.listeners.transcript import Transcript
+
+    huge = "k" * 1_000_000
+
+    async def main() -> None:
+        transcript = Transcript(tmp_path / "s.jsonl")
+        async with served(transcript=transcript) as server, client(server) as c:
+            assert transcript in server.session.listeners
+            for i in range(50):
+                await c.call_tool("peek", {"key": f"{i}{huge}"})
+            assert server.session.listeners.told == {}
+            server.session.end("done here")
+
+    run(main)
+    lines = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    assert [line["event"] for line in lines][:2] == ["start", "client"] and lines[0]["served"] == [
+        "peek", "change", "spin"]
+    assert lines[-1]["event"] == "finish" and lines[-1]["detail"] == "done here"
+    items = [line["item"] for line in lines if line["event"] == "item"]
+    assert len(items) == 100
+    assert max(len(json.dumps(item)) for item in items) < KEPT_CHARS + 400
 
 
 @pytest.mark.parametrize(("line", "port", "rest"), [
