@@ -17,7 +17,7 @@ from .record.history import Item
 from .result import LoopResult
 from .secrets import KERNEL, SecretSet
 from .text import map_strings
-from .tools.base import ToolCall, ToolResult
+from .tools.base import ApprovalAsked, ApprovalDecided, ToolCall, ToolResult
 from .usage import Usage
 
 
@@ -93,13 +93,21 @@ class ContextCompacted:
 
 
 @dataclass
+class ClientSeen:
+    """A served session's new client (its name and version, as it says) listed or called tools."""
+
+    client: str
+
+
+@dataclass
 class RunFinished:
     result: LoopResult
 
 
 Event = (
     RunStarted | RoundStarted | TextDelta | FunctionCallProgress | MessageDone | ToolCallStarted | ToolCallFinished
-    | ItemCommitted | UsageUpdated | ContextUpdated | ContextCompacted | RunFinished
+    | ApprovalAsked | ApprovalDecided | ItemCommitted | UsageUpdated | ContextUpdated | ContextCompacted | ClientSeen
+    | RunFinished
 )
 Listener = Callable[[Event], None]
 
@@ -113,7 +121,8 @@ def redacted(event: Event, source: Redactor | Callable[[], Redactor],
     one) were redacted where the runner made them, before any cut (:class:`~agentkernel.tools.runner.ToolRunner`),
     and pass as they are. What else the model, the user or the run wrote
     is redacted here: the system prompt and the history a run starts from, messages, a call's arguments, the
-    model's deltas (a secret split across deltas is caught in the whole message), compaction notes, and the result's
+    model's deltas (a secret split across deltas is caught in the whole message), an approval's call, note and
+    reason, compaction notes, and the result's
     answer, detail, findings' arguments and history (as the run ends).
 
     ``source`` is a secret set, or a function giving one, asked only for an event that holds text. ``memo`` keeps each
@@ -123,10 +132,17 @@ def redacted(event: Event, source: Redactor | Callable[[], Redactor],
         return event  # numbers and names
     secrets: Redactor = source() if callable(source) else source
     text = secrets.redact
+    if isinstance(event, ClientSeen):  # what an outside agent says it is
+        return _changed(event, client=text(event.client))
     if isinstance(event, TextDelta | MessageDone):
         return _changed(event, text=text(event.text))
     if isinstance(event, ToolCallStarted):
         return _changed(event, call=_redacted_call(event.call, secrets))
+    if isinstance(event, ApprovalAsked):
+        return _changed(event, call=_redacted_call(event.call, secrets))
+    if isinstance(event, ApprovalDecided):  # the user's note and the approver's reason may quote a secret
+        return _changed(event, call=_redacted_call(event.call, secrets), note=text(event.note),
+                        reason=text(event.reason))
     if isinstance(event, ToolCallFinished):  # the output is the runner's; the call's arguments are the model's
         return _changed(event, result=_changed(event.result, call=_redacted_call(event.result.call, secrets)))
     if isinstance(event, ItemCommitted):
@@ -226,9 +242,12 @@ class Listeners(list[Listener]):
     event nobody hears.
     """
 
-    def __init__(self, listeners: Iterable[Listener] = ()):
+    def __init__(self, listeners: Iterable[Listener] = (), *, remember: bool = True):
         super().__init__(listeners)
         self.told: dict[int, Item] = {}  # the history's items as told, redacted (see redacted's memo)
+        self.remember = remember
+        """Keep the history's items as told, for the run's end (a served session, whose calls never end in a
+        history, keeps none: its listeners would hold every call it ever served)."""
         self.redactor: _Remembered | None = None  # the secret set they were redacted against
 
     @classmethod
@@ -239,7 +258,7 @@ class Listeners(list[Listener]):
         return cls([*(on_event or []), *(listener for listener in last if listener is not None)])
 
     def __call__(self, event: Event) -> None:
-        event = redacted(event, self._secrets, self.told)
+        event = redacted(event, self._secrets, self.told if self.remember else None)
         for listener in self:
             listener(event)
 
@@ -259,7 +278,7 @@ class Listeners(list[Listener]):
 
 
 __all__ = [
-    "ContextCompacted", "ContextUpdated",
+    "ApprovalAsked", "ApprovalDecided", "ClientSeen", "ContextCompacted", "ContextUpdated",
     "Event", "FunctionCallProgress", "ItemCommitted", "Listener", "Listeners", "MessageDone", "RoundStarted",
     "RunFinished", "RunStarted", "TextDelta", "ToolCallFinished", "ToolCallStarted", "UsageUpdated", "redacted",
     "redacted_result",

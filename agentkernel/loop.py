@@ -124,11 +124,11 @@ class AgentLoop:
         self.transcript = open_transcript(transcript, self.run_id)
         # Everything that leaves the loop is an event told to these, redacted on the way (see events.py).
         self.listeners = Listeners.of(on_event, self.transcript)
-        self.runner = ToolRunner(self.tools, approve, run_id=self.run_id,
+        self.runner = ToolRunner(self.tools, approve, run_id=self.run_id, on_approval=self.listeners,
                                  on_start=lambda call: self.emit(ToolCallStarted, call),
                                  on_finish=lambda result: self.emit(ToolCallFinished, result))
         if not self.listeners:  # (a call per tool call saved)
-            self.runner.on_start = self.runner.on_finish = None
+            self.runner.on_start = self.runner.on_finish = self.runner.on_approval = None
         self.streaming = Response()  # the response being streamed: what arrived of it, if Stop cuts it
         # What the model's tokens cost (given, the model's own, or genai-prices'); None: unknown.
         self.meter = Meter(model, self.limits, price_for(model, price), self.context)

@@ -78,11 +78,13 @@ def nobody_approver(where: str, untrusted: dict[str, str]) -> Callable[[ToolCall
     def deny(call: ToolCall, tool: Tool) -> Decision:
         server = untrusted.get(tool.name)
         if server is not None:
-            return Decision(False, asked=f"may have side effects: MCP server {server!r}'s annotations are not trusted",
+            return Decision(False, by="headless",
+                            asked=f"may have side effects: MCP server {server!r}'s annotations are not trusted",
                             reason=(f"nobody can approve it: {where}. Each tool of an untrusted server asks; set "
                                     f'"trustAnnotations": true in its entry of the MCP configuration to run the tools '
                                     "it annotates read-only unasked, or pass --allow-writes to run every tool unasked"))
-        return Decision(False, reason=f"nobody can approve it: {where}; pass --allow-writes to run it unasked")
+        return Decision(False, reason=f"nobody can approve it: {where}; pass --allow-writes to run it unasked",
+                        by="headless")
 
     return deny
 

@@ -80,6 +80,7 @@ class Panel:
         self.limits = limits
         self.stop_signal = stop
         self.timeline = timeline if timeline is not None else Timeline()
+        self.timeline.scope, self.timeline.cut_short = self.scope, self.cut_short
         self.timeline.on_add, self.timeline.on_remove = self.add, self.remove
         self.throttle = throttle
         self.started = time.monotonic()
@@ -283,10 +284,20 @@ class Panel:
             self.show_message(entry, shown)
         elif entry.kind == "call":
             self.show_call(entry, shown)
+        elif entry.kind == "approval":
+            self.show_approval(entry, shown)
         elif entry.kind == "compaction" and shown.view is None:
             shown.view = widgets.HTML(f"<i>⟲ {html.escape(entry.name)}</i>", layout=self.layout,
                                       style=self.html_style)
             shown.parts = [shown.view]
+
+    def show_approval(self, entry: Entry, shown: Shown) -> None:
+        """An approval as its title, until :meth:`approve` gives it buttons (which then say how it was decided)."""
+        if shown.view is None:
+            shown.view = widgets.HTML(layout=self.layout, style=self.html_style)
+            shown.parts = [shown.view]
+        if isinstance(shown.view, widgets.HTML):
+            shown.view.value = f"<i>{html.escape(entry.title())}</i>"
 
     def show_message(self, entry: Entry, shown: Shown) -> None:
         """A message as the model streams it (escaped text), then, once done, rendered from its Markdown in the
@@ -405,7 +416,10 @@ class Panel:
         rows = [widgets.HBox([question, approve, for_run], layout=self.layout),
                 widgets.HBox([deny, note], layout=self.layout)]
         box = widgets.VBox([arguments, *rows], layout=self.layout)
+        # The runner told the timeline (ApprovalAsked) before asking: the entry is there, and gets the buttons.
         entry = self.timeline.ask(call, time.monotonic())
+        if (old := self.shown.get(entry)) is not None:
+            self.closing.extend(old.parts)
         self.shown[entry] = Shown(box, [arguments, question, approve, for_run, deny, note, *rows, box], entry.version)
         self.flush(now=True)  # a person has to see it now
         chosen, decided = None, ""
@@ -414,17 +428,14 @@ class Panel:
             decided = described(decision, self.scope)
         except TimeoutError:
             waited = f"no answer within {timeout:g} s (approval_timeout)"
-            decision, decided = Decision(False, reason=f"got {waited}"), f"denied: {waited}"
-        finally:  # also when Stop cancels the wait: the question is closed at once
+            decision, decided = Decision(False, reason=f"got {waited}", by="policy"), f"denied: {waited}"
+        finally:  # also when Stop cancels the wait: the question is closed at once (the runner tells the timeline)
             decided = decided or self.cut_short()
             for button, _ in choices:
                 button.disabled = True
                 if button is not chosen:
                     button.button_style = ""
             note.disabled = True
-            self.timeline.decide(entry, decided)
-            if entry in self.shown:
-                self.shown[entry].version = entry.version
             question.value = (f"<code>{html.escape(call.name)}</code> has side effects. Run it? "
                               f"<b>{html.escape(decided)}</b>")
             self.flush(now=True)

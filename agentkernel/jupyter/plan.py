@@ -23,7 +23,7 @@ from ..models.providers import resolve, split_model
 from ..pricing import Pricer, parse_price
 from ..skills import Skills, find_skills, skill_folders
 from ..stop import StopSignal
-from ..tools import Approver, Tool, ToolCall, Verdict
+from ..tools import Approver, Decision, Tool, ToolCall, Verdict
 from ..tools.toolsets import FileToolset, NamespaceToolset, Selection, StaticToolset, Toolset, select
 from ..usage import Limits
 from .approvals import nobody_approver, terminal_approver
@@ -237,14 +237,15 @@ class RunPlan:
         whose annotations are not trusted, by their server's name. A notebook edit that will be refused anyway is not
         asked about."""
         if self.options.allow_writes:
-            return lambda call, tool: True
+            return lambda call, tool: Decision(True, reason="--allow-writes", by="policy")
         elsewhere = nobody_approver(nobody, untrusted or {}) if nobody else terminal_approver(panel.stop_signal) \
             if terminal else None
         timeout = self.options.approval_timeout or None
 
         async def ask(call: ToolCall, tool: Tool) -> Verdict:
             if notebook is not None and not await notebook.asks(call):
-                return True  # an edit that will be refused writes nothing: the tool says why, no one is asked
+                # an edit that will be refused writes nothing: the tool says why, no one is asked
+                return Decision(True, reason="the edit will be refused, so nothing is written", by="policy")
             if elsewhere is not None:  # the terminal's question, or the denial of a run nobody watches
                 return elsewhere(call, tool)
             return await panel.approve(call, tool, timeout, change=notebook.preview(call) if notebook else None)

@@ -11,7 +11,8 @@ run keeps its first :data:`HEAD_ENTRIES` and last :data:`TAIL_ENTRIES` entries a
 what a view holds stays bounded whatever the run's length; the whole run is in the result's history.
 
 This module is pure: it never imports IPython or ipywidgets, and it never reads a clock (an approval's start time
-is given to it).
+comes with its event). Approvals are the runner's events (:class:`ApprovalAsked`, :class:`ApprovalDecided`), so a
+terminal or headless run's record shows them as a panel's does; a view only draws the buttons.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..events import (
+    ApprovalAsked,
+    ApprovalDecided,
     ContextCompacted,
     Event,
     FunctionCallProgress,
@@ -145,7 +148,11 @@ class Timeline:
     calls: dict[str, Entry] = field(default_factory=dict)  # the calls kept, by call_id
     writing: dict[str, Entry] = field(default_factory=dict)  # calls being written, by their progress key
     streaming: Entry | None = None  # the message being streamed
-    waiting: list[Entry] = field(default_factory=list)  # approvals waiting for their answer
+    waiting: dict[str, Entry] = field(default_factory=dict)  # approvals waiting for their answer, by call_id
+    scope: str = "run"
+    """What an approval for the rest of it approves the tool for: a ``run``, or a served ``session``."""
+    cut_short: Callable[[], str] | None = None
+    """What an approval cut short by a cancellation says (a view that knows who cancelled: Stop or the client)."""
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, TextDelta):
@@ -165,28 +172,49 @@ class Timeline:
             self.changed(self.entry_for(event.call))
         elif isinstance(event, ToolCallFinished):
             self.finished(event.result)
+        elif isinstance(event, ApprovalAsked):
+            self.ask(event.call, event.at)
+        elif isinstance(event, ApprovalDecided):
+            if (asked := self.waiting.get(event.call.call_id)) is not None:  # unasked ones (a rule's) show no entry
+                self.decide(asked, self.described(event))
         elif isinstance(event, ContextCompacted):
             self.add(Entry("compaction", name=event.compaction.title))
         elif isinstance(event, (RoundStarted, RunFinished)):
             self.drop_unfinished_writing()
 
-    # -- approvals (asked by a view, not announced by the loop) ----------------------------------------------
+    # -- approvals ---------------------------------------------------------------------------------------------
 
     def ask(self, call: ToolCall, at: float) -> Entry:
-        """An approval of ``call`` asked at ``at``: an entry, waiting until :meth:`decide`."""
-        entry = self.add(Entry("approval", name=call.name, asked_at=at))
-        self.waiting.append(entry)
+        """An approval of ``call`` asked at ``at``: an entry, waiting until :meth:`decide` (the one asked for that
+        call id already, if any)."""
+        entry = self.waiting.get(call.call_id)
+        if entry is None:
+            entry = self.waiting[call.call_id] = self.add(Entry("approval", name=call.name, asked_at=at))
         return entry
 
     def decide(self, entry: Entry, decided: str) -> None:
         self.changed(entry)
         entry.done, entry.asked_at, entry.decided = True, None, decided
-        if entry in self.waiting:
-            self.waiting.remove(entry)
+        for call_id, waiting in list(self.waiting.items()):
+            if waiting is entry:
+                del self.waiting[call_id]
+
+    def described(self, event: ApprovalDecided) -> str:
+        """What an approval's entry says once decided: ``approved``, ``approved: --allow-writes``, ``denied with a
+        note``, ``denied: <reason>``."""
+        if event.approved:
+            if event.reason:
+                return f"approved: {event.reason}"
+            return f"approved for the rest of this {self.scope}" if event.for_run else "approved"
+        if event.stopped:
+            return self.cut_short() if self.cut_short is not None else f"denied: the {self.scope} was stopped"
+        if event.reason:
+            return f"denied: {event.reason}"
+        return "denied with a note" if event.note else "denied"
 
     def waiting_since(self) -> float | None:
         """When the oldest approval still waiting was asked (None: none waits)."""
-        return min((e.asked_at for e in self.waiting if e.asked_at is not None), default=None)
+        return min((e.asked_at for e in self.waiting.values() if e.asked_at is not None), default=None)
 
     # -- reading ---------------------------------------------------------------------------------------------
 

@@ -11,7 +11,17 @@ import warnings
 from pathlib import Path
 from typing import IO, Any
 
-from ..events import ContextCompacted, Event, ItemCommitted, RunFinished, RunStarted, UsageUpdated
+from ..events import (
+    ApprovalAsked,
+    ApprovalDecided,
+    ClientSeen,
+    ContextCompacted,
+    Event,
+    ItemCommitted,
+    RunFinished,
+    RunStarted,
+    UsageUpdated,
+)
 from ..record.history import Item, repair_history
 from ..record.images import image_reference
 from ..secrets import redact
@@ -55,19 +65,21 @@ class Transcript:
 
     Lines are ``{"event": "item", "item": {...}}``, with one ``{"event": "start", ...}`` first and one
     ``{"event": "finish", ...}`` last (with the run's ``usage`` sums), and a ``{"event": "usage", ...}`` for each
-    response's tokens, so a kernel that dies loses nothing committed before it died. A tool
+    response's tokens, and a line for each approval (``approval_asked``, ``approval``), so a kernel that dies loses
+    nothing committed before it died. A served session's transcript has a ``{"event": "client", ...}`` line for each
+    new client and its ``served`` tools in the start line. A tool
     output's images are written as references (type, size, bytes, sha256; see
     :func:`~agentkernel.record.images.image_reference`), not their data. Text that UTF-8 cannot encode (lone surrogates)
     is written as JSON escapes. No value of the kernel's secret set is written: each is its marker
     (see :mod:`agentkernel.secrets`): the loop's :class:`~agentkernel.events.Listeners` redact every event before
-    any listener hears it, and :meth:`write` redacts what it is given again, for writers other than the loop (a
-    served session). A write that fails (a full disk, a removed directory) warns once and ends the
-    transcript, never the run; ``error`` says why.
+    any listener hears it, and :meth:`write` redacts what it is given again. A write that fails (a full disk, a
+    removed directory) warns once and ends the transcript, never the run; ``error`` says why.
     """
 
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         self.error: str | None = None
+        self.run_id = ""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
         if _ends_mid_line(self.path):  # an earlier run died mid-write: keep this run's first record whole
@@ -86,17 +98,28 @@ class Transcript:
 
     def __call__(self, event: Event) -> None:
         """Hear one of the loop's events: the run's start (and the history it starts from), each committed item,
-        each response's usage, each compaction, and the run's end (which closes the file)."""
+        each response's usage, each approval asked and decided, each compaction, and the run's end (which closes the
+        file)."""
         if isinstance(event, ItemCommitted):
             self.item(event.item)
+        elif isinstance(event, ApprovalAsked):
+            self.write({"event": "approval_asked", "call_id": event.call.call_id, "tool": event.call.name})
+        elif isinstance(event, ApprovalDecided):
+            self.write({"event": "approval", "call_id": event.call.call_id, "tool": event.call.name,
+                        "approved": event.approved, "by": event.by, "waited": round(event.waited, 3),
+                        **{k: v for k, v in (("for_run", event.for_run), ("note", event.note),
+                                             ("reason", event.reason), ("stopped", event.stopped)) if v}})
         elif isinstance(event, UsageUpdated) and event.response is not None:
             self.write({"event": "usage", **{k: v for k, v in vars(event.response).items() if v}})
         elif isinstance(event, RunStarted):
+            self.run_id = event.run_id
             self.write({"event": "start", "run_id": event.run_id, "system": event.system, **event.briefing})
             for item in event.history:
                 self.item(item)
         elif isinstance(event, ContextCompacted):
             self.write({"event": "compaction", **event.compaction.record()})
+        elif isinstance(event, ClientSeen):
+            self.write({"event": "client", "run_id": self.run_id, "client": event.client})
         elif isinstance(event, RunFinished):
             result = event.result
             self.write({"event": "finish", "status": result.status, "detail": result.detail,

@@ -25,7 +25,16 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..events import Event, Listeners, RunFinished, ToolCallFinished, ToolCallStarted
+from ..events import (
+    ClientSeen,
+    Event,
+    ItemCommitted,
+    Listeners,
+    RunFinished,
+    RunStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+)
 from ..guards import GuardConfig, NoProgressGuard, RepeatedCallGuard
 from ..listeners.transcript import Transcript
 from ..record import history as h
@@ -94,12 +103,16 @@ class ServedSession:
 
     def __post_init__(self) -> None:
         self.by_name = {t.name: t for t in self.tools}
-        # The one road out: the session's events are redacted on the way, as a run's are.
-        listeners = [self.on_event] if callable(self.on_event) else self.on_event
-        self.listeners = Listeners(listeners or [])
+        # The one road out: the session's events are redacted on the way, as a run's are, and the transcript is one
+        # of their listeners. A session keeps no item it told (it never ends in a history): what it holds stays
+        # bounded however long it serves.
+        self.listeners = Listeners.of(self.on_event, self.transcript)
+        self.listeners.remember = False
         self.runner = ToolRunner(self.by_name, self.approve, run_id=self.session_id,
                                  on_start=lambda call: self._emit(ToolCallStarted(kept_call(call))),
                                  on_finish=lambda result: self._emit(ToolCallFinished(kept_result(result))),
+                                 on_approval=lambda event: self._emit(dataclasses.replace(event,
+                                                                                          call=kept_call(event.call))),
                                  turns=self.turns)
         self.repeats = RepeatedCallGuard(self.guards.repeat_limit)
         self.no_progress = NoProgressGuard(self.guards.stuck_window, None)
@@ -114,8 +127,7 @@ class ServedSession:
         """Calls run (those refused or cut before they started are not counted against ``max_tool_calls``)."""
         self._unsubscribe: Callable[[], None] | None = None
         self._timer: asyncio.TimerHandle | None = None
-        if self.transcript is not None:
-            self.transcript.write({"event": "start", "run_id": self.session_id, "served": [t.name for t in self.tools]})
+        self._emit(RunStarted(self.session_id, "", briefing={"served": [t.name for t in self.tools]}))
 
     # -- the tools, as a client sees them -------------------------------------------------------------------------
 
@@ -123,8 +135,8 @@ class ServedSession:
         """A client (its name and version) listed or called tools; whether it is new to the session."""
         new = client not in self.clients
         self.clients[client] = time.time()
-        if new and self.transcript is not None:
-            self.transcript.write({"event": "client", "run_id": self.session_id, "client": client})
+        if new:
+            self._emit(ClientSeen(client))
         return new
 
     def start(self) -> None:
@@ -157,10 +169,9 @@ class ServedSession:
             self.lock.release()
             record = ServedCall(kept_call(call), kept_result(result), came, waited)  # bounded, whatever came
             self.calls.append(record)
-            if self.transcript is not None:
-                self.transcript.item(h.function_call(call.call_id, call.name, record.call.arguments))
-                self.transcript.item(h.function_call_output(call.call_id, record.result.output,
-                                                            synthetic=record.result.synthetic))
+            self._emit(ItemCommitted(h.function_call(call.call_id, call.name, record.call.arguments)))
+            self._emit(ItemCommitted(h.function_call_output(call.call_id, record.result.output,
+                                                            synthetic=record.result.synthetic)))
         return result
 
     async def _run(self, call: ToolCall, progress: Progress | None) -> ToolResult:
@@ -251,12 +262,10 @@ class ServedSession:
             self._timer.cancel()
         if self._unsubscribe is not None:
             self._unsubscribe()
-        if self.transcript is not None:
-            self.transcript.write({"event": "end", "run_id": self.session_id, "reason": why, "calls": self.count,
-                                   "clients": list(self.clients)})
         if self.on_end is not None:
             self.on_end(why)
-        self._emit(RunFinished(LoopResult("aborted" if self.stop.is_set() else "complete", None, [], detail=why)))
+        self._emit(RunFinished(LoopResult("aborted" if self.stop.is_set() else "complete", None, [], detail=why,
+                                          tool_calls=self.count, run_id=self.session_id)))
 
     def close(self) -> None:
         self.end("the session was closed")

@@ -3,6 +3,8 @@ the built-in file tools (:mod:`.files`)."""
 
 from .base import (
     MAX_OUTPUT_CHARS,
+    ApprovalAsked,
+    ApprovalDecided,
     Approver,
     Decision,
     Display,
@@ -22,7 +24,7 @@ from .base import (
 from .runner import TOOL_FAULTS, ToolRunner, ToolTimeout, Turns, in_thread, invoke
 
 __all__ = [
-    "MAX_OUTPUT_CHARS", "TOOL_FAULTS", "Approver", "Decision", "Display", "Tool", "ToolCall", "ToolContext",
-    "ToolError", "ToolOutput", "ToolResult", "ToolRunner", "ToolStatus", "ToolTimeout", "Turns", "Verdict",
-    "as_registry", "format_output", "in_thread", "invoke", "parse_arguments", "tool",
+    "MAX_OUTPUT_CHARS", "TOOL_FAULTS", "ApprovalAsked", "ApprovalDecided", "Approver", "Decision", "Display", "Tool",
+    "ToolCall", "ToolContext", "ToolError", "ToolOutput", "ToolResult", "ToolRunner", "ToolStatus", "ToolTimeout",
+    "Turns", "Verdict", "as_registry", "format_output", "in_thread", "invoke", "parse_arguments", "tool",
 ]

@@ -262,9 +262,43 @@ class Decision:
     for_run: bool = False
     note: str = ""
     reason: str = ""
+    """A denial nobody decided: why (replacing "the user denied it"); an approval nobody was asked for: why
+    (``--allow-writes``)."""
     asked: str = ""
     """Why the call was asked about, when it is not that the tool has side effects (``"may have side effects: its MCP
     server's annotations are not trusted"``); the denial then says that instead."""
+    by: DecidedBy | None = None
+    """Who decided, when not the user: ``headless`` (nobody can be asked here), ``policy`` (a rule of the run, such
+    as ``approval_timeout``)."""
+
+
+DecidedBy = Literal["user", "rule", "headless", "policy"]
+"""Who decided an approval: the ``user`` (a click, a terminal answer), a ``rule`` (the tool was approved for the
+run), ``headless`` (nobody can be asked where the kernel runs) or a ``policy`` (no approver, an approval timeout, an
+approver that failed)."""
+
+
+@dataclass
+class ApprovalAsked:
+    """A side-effecting call waits for its approval (asked at ``at``, the runner's ``time.monotonic()``)."""
+
+    call: ToolCall
+    at: float = 0.0
+
+
+@dataclass
+class ApprovalDecided:
+    """A side-effecting call's approval was decided: by whom, after how many seconds, with the user's note or the
+    reason a denial nobody decided gives (``stopped``: the run was stopped while it waited)."""
+
+    call: ToolCall
+    approved: bool
+    by: DecidedBy
+    waited: float = 0.0
+    for_run: bool = False
+    note: str = ""
+    reason: str = ""
+    stopped: bool = False
 
 
 Verdict = bool | Decision

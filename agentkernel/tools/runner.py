@@ -21,6 +21,8 @@ from ..secrets import KERNEL
 from ..text import cut, valid_text
 from .base import (
     MAX_OUTPUT_CHARS,
+    ApprovalAsked,
+    ApprovalDecided,
     Approver,
     Decision,
     Display,
@@ -129,13 +131,17 @@ class ToolRunner:
     calls ``on_start(call)`` and ``on_finish(result)`` (the loop's events) as each call starts and finishes. If
     the round is cut short (Stop, the wall clock), :attr:`done` holds the results of the calls that finished and
     :meth:`unfinished` makes the others'. With ``turns``, a call of a tool not marked ``anytime`` runs in its turn
-    (see :class:`Turns`).
+    (see :class:`Turns`). Approvals are decided here, and each is told to ``on_approval``: an :class:`ApprovalAsked`
+    before the approver is asked, an :class:`ApprovalDecided` once it answered (or the tool was approved for the
+    run, or nobody can approve it).
     """
 
     def __init__(self, tools: dict[str, Tool], approve: Approver | None = None, *, run_id: str = "",
                  on_start: Callable[[ToolCall], None] | None = None,
-                 on_finish: Callable[[ToolResult], None] | None = None, turns: Turns | None = None):
+                 on_finish: Callable[[ToolResult], None] | None = None, turns: Turns | None = None,
+                 on_approval: Callable[[ApprovalAsked | ApprovalDecided], None] | None = None):
         self.tools = tools
+        self.on_approval = on_approval
         self.turns = turns
         self.approve = approve
         self.run_id = run_id
@@ -247,31 +253,42 @@ class ToolRunner:
 
     async def _denial(self, call: ToolCall, tool: Tool) -> str | None:
         """Why a side-effecting call may not run, or None: only the bool True or an approving :class:`Decision` (or
-        an awaitable of either) approves; a tool approved for the run is not asked about."""
+        an awaitable of either) approves; a tool approved for the run is not asked about. The decision is told to
+        :attr:`on_approval` (:class:`ApprovalAsked`, :class:`ApprovalDecided`)."""
+        tell = self.on_approval or (lambda event: None)
         if tool.name in self.approved_for_run:
+            tell(ApprovalDecided(call, True, "rule", for_run=True))
             return None
         why = f"denied: {call.name} has side effects and"
         if self.approve is None:
+            tell(ApprovalDecided(call, False, "policy", reason="no one is there to approve it"))
             return f"{why} no one is there to approve it"
+        asked = time.monotonic()
+        tell(ApprovalAsked(call, asked))
         try:
             verdict = self.approve(call, tool)
             if inspect.isawaitable(verdict):
                 verdict = await verdict
         except TOOL_FAULTS as e:
-            return f"{why} the approval failed ({describe_error(e)})"
-        if isinstance(verdict, Decision):
-            if verdict.approve is True:
-                if verdict.for_run:
-                    self.approved_for_run.add(tool.name)
-                return None
-            if verdict.approve is False:
-                note = str(verdict.note).strip()
-                if verdict.asked:
-                    why = f"denied: {call.name} {verdict.asked}, and"
-                if verdict.reason:
-                    return f"{why} {verdict.reason}"
-                return f"denied by the user: {note}" if note else f"{why} the user denied it"
-        if verdict is True:
+            failed = f"the approval failed ({describe_error(e)})"
+            tell(ApprovalDecided(call, False, "policy", time.monotonic() - asked, reason=failed))
+            return f"{why} {failed}"
+        except BaseException:  # Stop cancelled the wait: the call is denied with the run
+            tell(ApprovalDecided(call, False, "user", time.monotonic() - asked, stopped=True))
+            raise
+        waited = time.monotonic() - asked
+        if not isinstance(verdict, Decision) or not isinstance(verdict.approve, bool):  # only True approves
+            verdict = Decision(verdict is True, reason="" if isinstance(verdict, bool) else
+                               f"the approver answered {verdict!r}, not True")
+        if verdict.approve is True and verdict.for_run:
+            self.approved_for_run.add(tool.name)
+        tell(ApprovalDecided(call, verdict.approve is True, verdict.by or "user", waited, verdict.for_run,
+                             str(verdict.note).strip(), verdict.reason))
+        if verdict.approve is True:
             return None
-        return f"{why} the user denied it" if verdict is False else f"{why} the approver answered {verdict!r}, not True"
-
+        note = str(verdict.note).strip()
+        if verdict.asked:
+            why = f"denied: {call.name} {verdict.asked}, and"
+        if verdict.reason:
+            return f"{why} {verdict.reason}"
+        return f"denied by the user: {note}" if note and verdict.approve is False else f"{why} the user denied it"

@@ -51,6 +51,8 @@ def check(executed: nbformat.NotebookNode, seconds: float) -> None:
     assert f"OUTPUT: {DENIAL}" in printed and "DENIED: 1" in printed, printed
     final = executed.cells[2].outputs[-1]["data"]["text/plain"]
     assert final.startswith("agent: complete · 2 rounds · 1 tool call · 1 call denied · "), final
+    # the record shows the approval, decided by nobody (the runner's event, not a panel's row)
+    assert "approval: write_note · denied: nobody can approve it: this kernel is run without" in final, final
 
 
 def test_nbclient(notebook: Path):

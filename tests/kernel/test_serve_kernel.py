@@ -605,7 +605,7 @@ def test_a_served_session_is_a_run_on_the_record(kernel, tmp_path):
                                                                                 "run_python"]
     outputs = [i["output"] for i in items if i["type"] == "function_call_output"]
     assert "42" in outputs[0] and note in outputs[1] and "the client cancelled" in outputs[2]
-    assert records[-1]["event"] == "end" and records[-1]["reason"] == "stopped with the Stop button"
+    assert records[-1]["event"] == "finish" and records[-1]["detail"] == "stopped with the Stop button"
     assert headers["Authorization"].split()[1] not in Path(path).read_text()
     assert not Path(kernel.value("_agent_serve.token_file")).exists()  # removed with the session
 
@@ -761,6 +761,6 @@ def test_the_kernels_end_ends_the_session_on_the_record(tmp_path):
     assert "inspect_variable(name=" in record["text/plain"]
     assert record["text/plain"].endswith("why it ended: the kernel ended")
     records = transcript_records(path)
-    assert [r["event"] for r in records] == ["start", "client", "item", "item", "end"]
-    assert records[-1]["reason"] == "the kernel ended" and records[-1]["calls"] == 1
+    assert [r["event"] for r in records] == ["start", "client", "item", "item", "finish"]
+    assert records[-1]["detail"] == "the kernel ended"
     assert not token_file.exists()

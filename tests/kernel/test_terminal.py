@@ -101,6 +101,9 @@ def test_a_cell_waits_for_its_body_and_approvals_are_asked_on_the_terminal(termi
     child.sendline("n")
     shown = terminal.prompt()
     assert "agent: complete · 3 rounds · 2 tool calls · 1 call denied" in shown, shown
+    # the record shows both approvals though no panel asked them (the runner's events)
+    record = re.sub(r"\s+", " ", shown)
+    assert "approval: run_python · approved" in record and "approval: run_python · denied" in record, shown
     # where runs are saved is said once, before the first run's question (the terminal has no panel to say it)
     assert re.search(r"agentkernel: runs are saved in \S*transcripts \(the newest \d+ kept; --no-transcript: none\)",
                      asked), asked
@@ -125,9 +128,11 @@ def test_all_this_run_and_a_note(terminal: Terminal):
     terminal.cell("m = ScriptedModel([Call('run_python', {'code': 'z = 0'}), 'done'])")
     child.sendline("%agent -m m compute")  # one line: runs at once
     child.expect(QUESTION)
+    assert "approval: run_python · approved for the rest of this run" in re.sub(r"\s+", " ", shown), shown
     child.sendline("use the variable x instead")
-    terminal.prompt()
+    noted = terminal.prompt()
     assert terminal.value(OUTPUTS) == repr(["denied by the user: use the variable x instead"])
+    assert "approval: run_python · denied with a note" in re.sub(r"\s+", " ", noted), noted
 
 
 def test_ctrl_c_at_the_question_denies_and_stops_the_run(terminal: Terminal):

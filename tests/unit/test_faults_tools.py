@@ -259,9 +259,10 @@ def test_a_hung_sync_tool_does_not_keep_the_script_alive(cut_by: str):
         ("yes", "the approver answered 'yes', not True"),
         (None, "the approver answered None, not True"),
         (Decision("yes", for_run=True),  # type: ignore[arg-type]
-         "the approver answered Decision(approve='yes', for_run=True, note='', reason='', asked=''), not True"),
+         "the approver answered Decision(approve='yes', for_run=True, note='', reason='', asked='', by=None), "
+         "not True"),
         (Decision(1),  # type: ignore[arg-type]
-         "the approver answered Decision(approve=1, for_run=False, note='', reason='', asked=''), not True"),
+         "the approver answered Decision(approve=1, for_run=False, note='', reason='', asked='', by=None), not True"),
         (False, "the user denied it"),
     ],
 )

@@ -281,8 +281,35 @@ def test_the_record_keeps_every_call(tmp_path):
 
     run(main)
     lines = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
-    assert lines[0]["event"] == "start" and lines[-1]["event"] == "end"
+    assert lines[0]["event"] == "start" and lines[-1]["event"] == "finish"
     assert sum(1 for line in lines if line.get("event") == "item") == 4
+
+
+def test_the_transcript_is_a_listener_and_the_session_keeps_no_item_it_told(tmp_path):
+    """A served session's transcript hears the session's events (start, each client, each call's items, the end)
+    through the session's redacting listeners, and the listeners keep none of the items they told: 50 calls of
+    1 MB arguments leave nothing in their memo, and every line written holds at most :data:`KEPT_CHARS` of a call."""
+    from agentkernel.listeners.transcript import Transcript
+
+    huge = "k" * 1_000_000
+
+    async def main() -> None:
+        transcript = Transcript(tmp_path / "s.jsonl")
+        async with served(transcript=transcript) as server, client(server) as c:
+            assert transcript in server.session.listeners
+            for i in range(50):
+                await c.call_tool("peek", {"key": f"{i}{huge}"})
+            assert server.session.listeners.told == {}
+            server.session.end("done here")
+
+    run(main)
+    lines = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    assert [line["event"] for line in lines][:2] == ["start", "client"] and lines[0]["served"] == [
+        "peek", "change", "spin"]
+    assert lines[-1]["event"] == "finish" and lines[-1]["detail"] == "done here"
+    items = [line["item"] for line in lines if line["event"] == "item"]
+    assert len(items) == 100
+    assert max(len(json.dumps(item)) for item in items) < KEPT_CHARS + 400
 
 
 @pytest.mark.parametrize(("line", "port", "rest"), [
@@ -353,3 +380,28 @@ def test_a_repeated_huge_call_still_trips_the_guard_and_nothing_kept_is_huge():
             assert max(len("".join(k)) for k in keys) < 2000
 
     run(main)
+
+
+def test_a_served_sessions_approvals_are_events_bounded_and_redacted(monkeypatch: pytest.MonkeyPatch):
+    """The served session's runner tells its approvals as a run's does (asked, then decided with who), through the
+    session's listeners: a call's arguments kept to :data:`KEPT_CHARS`, a secret in them redacted."""
+    from agentkernel.events import ApprovalAsked, ApprovalDecided
+
+    monkeypatch.setenv("SERVED_TEST_KEY", SECRET)
+    KERNEL.configure(env_names=["SERVED_TEST_KEY"])
+    heard: list[Any] = []
+    huge = SECRET + "k" * 1_000_000
+
+    async def main() -> None:
+        async with served(lambda call, t: True, on_event=heard.append) as server, client(server) as c:
+            assert text(await c.call_tool("change", {"text": huge})) == "changed"
+
+    try:
+        run(main)
+    finally:
+        KERNEL.configure()
+    told = [e for e in heard if isinstance(e, ApprovalAsked | ApprovalDecided)]
+    assert [type(e).__name__ for e in told] == ["ApprovalAsked", "ApprovalDecided"]
+    decided = told[-1]
+    assert isinstance(decided, ApprovalDecided) and (decided.approved, decided.by) == (True, "user")
+    assert all(len(e.call.arguments) <= KEPT_CHARS + 40 and SECRET not in e.call.arguments for e in told)
