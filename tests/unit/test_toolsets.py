@@ -136,7 +136,9 @@ def test_the_approver_asks_the_panel_denies_where_nobody_answers_and_allow_write
     denied = verdict(plan.approver(panel, nobody="CI is set, so nobody is asked"))
     assert denied.approve is False and "CI is set" in denied.reason and "--allow-writes" in denied.reason
     assert panel.asked == ["write"]  # nobody was asked the second time
-    assert verdict(RunPlan.of(AgentOptions(allow_writes=True)).approver(panel, nobody="CI")) is True
+    allowed = verdict(RunPlan.of(AgentOptions(allow_writes=True)).approver(panel, nobody="CI"))
+    assert allowed == Decision(True, reason="--allow-writes", by="policy")  # decided by policy, as the record says
+    assert panel.asked == ["write"]  # and nobody was asked
 
 
 # -- MCP servers as a source -----------------------------------------------------------------------------------
