@@ -12,9 +12,21 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
-from lab import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, FRONT_ENDS, MEASUREMENTS, LabServer, NotebookPage, start_lab
+from lab import (
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    FRONT_ENDS,
+    LABEXTENSION,
+    MEASUREMENTS,
+    LabServer,
+    NotebookPage,
+    start_lab,
+)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -31,6 +43,33 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             terminalreporter.write_line(line)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         (ARTIFACTS / "measurements.txt").write_text("\n".join(MEASUREMENTS) + "\n")
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """A headless Debian Chromium of the test's own (the tests that start servers of their own: a reopened notebook,
+    an nbconvert page); skips where there is none, fails where the front-end extension is not built."""
+    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
+        pytest.skip(f"no Chromium at {CHROMIUM}")
+    if not (LABEXTENSION / "package.json").exists():
+        pytest.fail(f"the front-end extension is not built in {LABEXTENSION}: pip install -e . (or jlpm build)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    playwright = sync_api.sync_playwright().start()
+    try:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+    finally:
+        playwright.stop()
+
+
+@pytest.fixture(params=["lab", "notebook"])
+def front_end(request: pytest.FixtureRequest) -> str:
+    """Each front end in turn (a test that starts its servers itself), skipped where it is not installed."""
+    pytest.importorskip({"lab": "jupyterlab", "notebook": "notebook"}[request.param])
+    return str(request.param)
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,8 @@ rendered page is searched too: no element that runs or loads, no link to a URL o
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -22,7 +20,7 @@ from urllib.parse import urlparse
 import nbformat
 import pytest
 from hostile_text import EVIL_HOST, HOSTILE
-from lab import CHROMIUM, CHROMIUM_ARGS, LABEXTENSION, NotebookPage, start_lab, wait_saved
+from lab import NotebookPage, start_lab, wait_saved
 from live_html import live_parts
 
 expect = pytest.importorskip("playwright.sync_api").expect
@@ -84,30 +82,6 @@ LIVE_IN_PAGE = """() => {
     }
     return found;
 }"""
-
-
-@pytest.fixture(params=["lab", "notebook"])
-def front_end(request: pytest.FixtureRequest) -> str:
-    pytest.importorskip({"lab": "jupyterlab", "notebook": "notebook"}[request.param])
-    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
-        pytest.skip(f"no Chromium at {CHROMIUM}")
-    if not (LABEXTENSION / "package.json").exists():
-        pytest.fail(f"the front-end extension is not built in {LABEXTENSION}: pip install -e . (or jlpm build)")
-    return str(request.param)
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    playwright = sync_api.sync_playwright().start()
-    try:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-    finally:
-        playwright.stop()
 
 
 class Watched:

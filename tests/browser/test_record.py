@@ -14,13 +14,12 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
-from lab import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, LABEXTENSION, REPO, NotebookPage, start_lab, wait_saved
+from lab import ARTIFACTS, REPO, NotebookPage, start_lab, wait_saved
 
 from agentkernel.jupyter.kernel.undo import UNDO_MIME
 
@@ -40,30 +39,6 @@ SETUP = ("%load_ext agentkernel\nfrom agentkernel import Call, ScriptedModel\n"
 CELLS = [("setup", SETUP), ("user", "y = 1\ny"), ("agent", "%%agent -m m\nDraw the rain, add a total, change y.")]
 CALLS = [r"read_notebook\(\) · ok", r"run_python\(code=.*\) · ok · plt \(new\)",  # the variables it changed
          r'add_cell\(source="total = y \+ 1"\) · ok', r'edit_cell\(cell_id="user", source="y = 2"\) · ok']
-
-
-@pytest.fixture(params=["lab", "notebook"])
-def front_end(request: pytest.FixtureRequest) -> str:
-    pytest.importorskip({"lab": "jupyterlab", "notebook": "notebook"}[request.param])
-    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
-        pytest.skip(f"no Chromium at {CHROMIUM}")
-    if not (LABEXTENSION / "package.json").exists():
-        pytest.fail(f"the front-end extension is not built in {LABEXTENSION}: pip install -e . (or jlpm build)")
-    return str(request.param)
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    playwright = sync_api.sync_playwright().start()
-    try:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-    finally:
-        playwright.stop()
 
 
 def shot(nb: NotebookPage, name: str, index: int | None = None) -> None:

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
-from lab import CHROMIUM, CHROMIUM_ARGS, LABEXTENSION, NotebookPage, start_lab, wait_saved
+from lab import NotebookPage, start_lab, wait_saved
 
 expect = pytest.importorskip("playwright.sync_api").expect
 pytest.importorskip("mcp")
@@ -32,24 +30,6 @@ CELLS = [
     "%agent_serve --tools inspect_variable,run_python",
     "print([(c.name, c.status) for c in _agent_serve.calls])",
 ]
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
-        pytest.skip(f"no Chromium at {CHROMIUM}")
-    if not (LABEXTENSION / "package.json").exists():
-        pytest.fail(f"the front-end extension is not built in {LABEXTENSION}: pip install -e . (or jlpm build)")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    playwright = sync_api.sync_playwright().start()
-    try:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-    finally:
-        playwright.stop()
 
 
 class OutsideAgent(threading.Thread):
