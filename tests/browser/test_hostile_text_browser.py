@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 
 import nbformat
 import pytest
-from hostile_text import EVIL_HOST, HOSTILE
+from hostile_text import EVIL_HOST, TOOLS
 from lab import NotebookPage, start_lab, wait_saved
 from live_html import live_parts
 
@@ -29,25 +29,7 @@ pytestmark = pytest.mark.browser
 
 SETUP = f"""\
 %load_ext agentkernel
-import base64
-from agentkernel import Call, ScriptedModel, Turn, tool
-from agentkernel.tools import Display, ToolOutput
-
-HOSTILE = {HOSTILE!r}
-PIXEL = base64.b64encode(b"\\x89PNG\\r\\n\\x1a\\n" + b"\\0" * 20).decode()
-
-@tool
-def lookup(q: str) -> ToolOutput:
-    "Look something up (returns what a hostile page says, with displays)."
-    return ToolOutput(HOSTILE, displays=[Display({{"text/html": HOSTILE, "text/markdown": HOSTILE,
-                                                  "text/plain": HOSTILE}}),
-                                         Display({{"image/png": PIXEL, "text/plain": HOSTILE}})])
-
-@tool(read_only=False)
-def write_note(text: str) -> str:
-    "Append a note (a side effect)."
-    return "written"
-
+{TOOLS}
 m = ScriptedModel([Turn(text=HOSTILE, calls=[Call("lookup", {{"q": HOSTILE}})]),
                    Call("write_note", {{"text": HOSTILE}}), HOSTILE])
 """

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 import pytest
-from hostile_text import HOSTILE, TERMINAL
+from hostile_text import HOSTILE, TERMINAL, TOOLS
 from kernel_client import Cell, KernelSession, Message, button_description, kernel_fixtures, widget_state
 from live_html import live_parts
 
@@ -23,30 +23,13 @@ SETUP = f"""\
 %reset -f
 %autoawait True
 %config AgentMagics.transcripts = False
-import base64, os
+import os
 os.environ.pop("CI", None)
-from agentkernel import Call, ScriptedModel, Turn, tool
-from agentkernel.tools import Display, ToolOutput
-
-HOSTILE = {HOSTILE!r}
-PIXEL = base64.b64encode(b"\\x89PNG\\r\\n\\x1a\\n" + b"\\0" * 20).decode()
-
-@tool
-def lookup(q: str) -> ToolOutput:
-    "Look something up (returns what a hostile page says, with displays)."
-    return ToolOutput(HOSTILE, displays=[Display({{"text/html": HOSTILE, "text/markdown": HOSTILE,
-                                                  "text/plain": HOSTILE}}),
-                                         Display({{"image/png": PIXEL, "text/plain": HOSTILE}})])
-
+{TOOLS}
 @tool
 def broken(q: str) -> str:
     "Fail with a hostile message."
     raise ValueError(HOSTILE)
-
-@tool(read_only=False)
-def write_note(text: str) -> str:
-    "Append a note (a side effect)."
-    return "written"
 
 hostile = ScriptedModel([Turn(text=HOSTILE, calls=[Call("lookup", {{"q": HOSTILE}}), Call("broken", {{"q": HOSTILE}}),
                                                    Call("write_note", {{"text": HOSTILE}})]),

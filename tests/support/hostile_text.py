@@ -24,3 +24,27 @@ HOSTILE = (
 reference), an autolink, TeX's ``\\href``, a table, and ANSI/OSC escape sequences."""
 TERMINAL = ("\x1b", "\x07", "\x9b")
 """Characters that must never reach a plain-text view raw."""
+
+
+TOOLS = f"""\
+import base64
+from agentkernel import Call, ScriptedModel, Turn, tool
+from agentkernel.tools import Display, ToolOutput
+
+HOSTILE = {HOSTILE!r}
+PIXEL = base64.b64encode(b"\\x89PNG\\r\\n\\x1a\\n" + b"\\0" * 20).decode()
+
+@tool
+def lookup(q: str) -> ToolOutput:
+    "Look something up (returns what a hostile page says, with displays)."
+    return ToolOutput(HOSTILE, displays=[Display({{"text/html": HOSTILE, "text/markdown": HOSTILE,
+                                                  "text/plain": HOSTILE}}),
+                                         Display({{"image/png": PIXEL, "text/plain": HOSTILE}})])
+
+@tool(read_only=False)
+def write_note(text: str) -> str:
+    "Append a note (a side effect)."
+    return "written"
+"""
+"""A cell's code defining ``HOSTILE``, a tool ``lookup`` whose output and displays (HTML, Markdown, an image) hold it,
+and a side-effecting ``write_note`` (its call asks for approval)."""
